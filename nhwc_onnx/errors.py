@@ -1,0 +1,144 @@
+"""The project's error hierarchy.
+
+The library raises these; only ``cli.py`` turns them into messages and exit codes.
+Each class mixes in the builtin it resembles so callers can catch either.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Exit codes used by the command line (documented in the README).
+EXIT_OK = 0
+EXIT_INVALID = 1  # invalid model, unsupported op, refused conversion
+EXIT_UNREADABLE = 2  # input cannot be read / parsed / is not the format it claims
+EXIT_VERIFY_FAILED = 3  # converted model computes different numbers
+
+
+class NhwcOnnxError(Exception):
+    """Base class of every error the project raises on purpose."""
+
+    exit_code = EXIT_INVALID
+
+
+class ModelLoadError(NhwcOnnxError, ValueError):
+    """A source or dialect file cannot be read: missing, truncated, foreign, malformed."""
+
+    exit_code = EXIT_UNREADABLE
+
+
+class InvalidAttributeError(NhwcOnnxError, ValueError):
+    """A source node carries an attribute value the converter cannot honour."""
+
+
+class InvalidModelError(NhwcOnnxError, ValueError):
+    """A source model is structurally broken: cycles, dangling inputs, bad shapes."""
+
+
+class OutputPathError(NhwcOnnxError, ValueError):
+    """The requested output location is unsafe or impossible (e.g. equal to the input)."""
+
+
+class MissingDependencyError(NhwcOnnxError, ImportError):
+    """An optional runtime (tensorflow, onnxruntime, opencv) is needed but not installed."""
+
+    def __init__(self, package: str, extra: str, purpose: str):
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs '{package}', which is not installed; "
+            f"install it with: pip install 'nhwc-onnx[{extra}]'"
+        )
+
+
+@dataclass(frozen=True)
+class NodeProblem:
+    """One reason why one node cannot be converted or is invalid."""
+
+    node: str
+    op: str
+    reason: str
+    rule: str = ""
+
+    def __str__(self) -> str:
+        rule = f" [{self.rule}]" if self.rule else ""
+        return f"node '{self.node}' ({self.op}){rule}: {self.reason}"
+
+
+class UnsupportedOpError(NhwcOnnxError, NotImplementedError):
+    """Nodes that have no exact dialect equivalent. Carries every offending node at once."""
+
+    def __init__(self, problems: list[NodeProblem], framework: str = ""):
+        self.problems = list(problems)
+        self.framework = framework
+        ops: dict[str, int] = {}
+        for p in self.problems:
+            ops[p.op] = ops.get(p.op, 0) + 1
+        summary = ", ".join(f"{op} x{n}" for op, n in sorted(ops.items()))
+        where = f" {framework}" if framework else ""
+        lines = [f"cannot convert {len(self.problems)}{where} node(s) exactly ({summary}):"]
+        lines += [f"  - {p}" for p in self.problems]
+        super().__init__("\n".join(lines))
+
+
+@dataclass
+class ValidationIssue:
+    """One rule of the dialect that a model breaks."""
+
+    node: str
+    op: str
+    rule: str
+    message: str
+    expected: str = ""
+    found: str = ""
+
+    def __str__(self) -> str:
+        extra = ""
+        if self.expected or self.found:
+            extra = f" (expected {self.expected or '-'}, found {self.found or '-'})"
+        where = f"node '{self.node}' ({self.op})" if self.node else "graph"
+        return f"{where} [{self.rule}]: {self.message}{extra}"
+
+    def to_dict(self) -> dict:
+        return {
+            "node": self.node,
+            "op": self.op,
+            "rule": self.rule,
+            "message": self.message,
+            "expected": self.expected,
+            "found": self.found,
+        }
+
+
+class SchemaValidationError(NhwcOnnxError, ValueError):
+    """A model breaks dialect rules. Carries every issue found, not just the first."""
+
+    def __init__(self, issues: list[ValidationIssue], context: str = ""):
+        self.issues = list(issues)
+        head = f"{context}: " if context else ""
+        lines = [f"{head}{len(self.issues)} dialect rule violation(s):"]
+        lines += [f"  - {i}" for i in self.issues]
+        super().__init__("\n".join(lines))
+
+
+class ConversionBugError(NhwcOnnxError, RuntimeError):
+    """The pipeline produced something invalid: a bug in nhwc-onnx, not in the user's model."""
+
+
+class VerificationError(NhwcOnnxError, AssertionError):
+    """The converted model's outputs differ from the source model's beyond tolerance."""
+
+    exit_code = EXIT_VERIFY_FAILED
+
+
+@dataclass
+class ConversionContext:
+    """Where an error happened, for messages like: while converting node 'conv1' (Convolution)."""
+
+    node: str = ""
+    op: str = ""
+    framework: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        fw = f", {self.framework}" if self.framework else ""
+        return f"while converting node '{self.node}' ({self.op}{fw})"

@@ -1,0 +1,4 @@
+"""The shared intermediate representation: see ``core.py``."""
+from .core import CORE, DIALECT, LAYOUTS, NCHW, NHWC, Graph, Model, Node, Shape, Value
+
+__all__ = ["CORE", "DIALECT", "LAYOUTS", "NCHW", "NHWC", "Graph", "Model", "Node", "Shape", "Value"]

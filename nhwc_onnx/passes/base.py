@@ -1,0 +1,99 @@
+"""Pass contract and manager.
+
+A pass is ``call(model, ctx) -> PassResult(modified)``; it rewrites ``model.graph`` in place.
+The manager times every pass, records op counts, and re-raises unexpected exceptions as
+ConversionBugError naming the pass. Decisions worth reporting go to ``ctx.record``.
+"""
+from __future__ import annotations
+
+import abc
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConversionBugError, NhwcOnnxError
+from ..ir import Model
+
+log = logging.getLogger("nhwc_onnx.passes")
+
+
+@dataclass
+class PassResult:
+    modified: bool
+
+
+@dataclass
+class Decision:
+    """One reportable decision: a padding choice, a folded BatchNorm, a legalised op ..."""
+
+    kind: str  # e.g. "padding", "fold_batchnorm", "fuse_bias", "legalize", "layout", "warning"
+    node: str
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "node": self.node, "detail": self.detail, "data": self.data}
+
+
+@dataclass
+class PassContext:
+    """Options every pass may read, and where it records what it decided."""
+
+    options: dict[str, Any] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def record(self, kind: str, node: str, detail: str, **data: Any) -> None:
+        self.decisions.append(Decision(kind, node, detail, data))
+
+    def warn(self, message: str) -> None:
+        log.warning(message)
+        self.warnings.append(message)
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return self.options.get(name, default)
+
+
+@dataclass
+class PassStat:
+    name: str
+    seconds: float
+    modified: bool
+    nodes_before: int
+    nodes_after: int
+
+
+class Pass(abc.ABC):
+    """Base class: subclasses set ``name`` and implement ``call``."""
+
+    name = "pass"
+
+    @abc.abstractmethod
+    def call(self, model: Model, ctx: PassContext) -> PassResult:
+        """Rewrite ``model.graph`` in place; say whether anything changed."""
+
+    def __call__(self, model: Model, ctx: PassContext | None = None) -> PassResult:
+        return self.call(model, ctx or PassContext())
+
+
+class PassManager:
+    def __init__(self, passes: list[Pass]):
+        self.passes = passes
+        self.stats: list[PassStat] = []
+
+    def run(self, model: Model, ctx: PassContext) -> Model:
+        for p in self.passes:
+            before = len(model.graph)
+            start = time.perf_counter()
+            try:
+                result = p.call(model, ctx)
+            except NhwcOnnxError:
+                raise
+            except Exception as exc:  # a bug in a pass: say which one
+                raise ConversionBugError(f"internal error in pass '{p.name}': {exc!r}") from exc
+            self.stats.append(
+                PassStat(p.name, time.perf_counter() - start, result.modified, before,
+                         len(model.graph))
+            )
+        return model

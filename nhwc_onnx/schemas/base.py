@@ -1,0 +1,272 @@
+"""Op schemas as data: ports, typed attributes, layout class, shape inference, lowering.
+
+Two registries use this machinery: ``DIALECT_OPS`` (the 37 target ops, domain ``nhwc``) and
+``CORE_OPS`` (the framework-neutral ops that frontends emit, domain ``core``).
+"""
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..ir import Node
+
+
+class AttrKind(enum.Enum):
+    INT = "int"
+    FLOAT = "float"
+    STRING = "string"
+    INTS = "ints"
+    FLOATS = "floats"
+    STRINGS = "strings"
+    TENSOR = "tensor"
+
+
+class LayoutClass(enum.Enum):
+    """How an op relates to the data layout (tflite2onnx's classification)."""
+
+    IMPLICIT = "implicit"  # layout lives in the weights / spatial semantics (Conv, Pool)
+    TRANSPARENT = "transparent"  # elementwise: any layout works unchanged (Relu, Add)
+    ATTRIBUTE = "attribute"  # an axis attribute must be remapped (Concat, Softmax, Slice)
+    TERMINATE = "terminate"  # changes what axes mean (Reshape, Flatten): needs reasoning
+
+
+@dataclass(frozen=True)
+class Attr:
+    kind: AttrKind
+    required: bool = False
+    default: Any = None
+    allowed: tuple | None = None  # allowed values (scalars) or allowed elements (lists)
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Port:
+    """An input or output of an op."""
+
+    name: str
+    optional: bool = False
+    variadic: bool = False
+    dtypes: tuple[str, ...] = ("float32",)
+    constant: bool = False  # must be a constant (initializer): weights, shapes
+    doc: str = ""
+
+
+class RuleError(Exception):
+    """Raised by shape inference / checks: one broken rule of one node."""
+
+    def __init__(self, rule: str, message: str, expected: Any = "", found: Any = ""):
+        self.rule = rule
+        self.message = message
+        self.expected = "" if expected == "" else str(expected)
+        self.found = "" if found == "" else str(found)
+        super().__init__(message)
+
+
+@dataclass
+class InferContext:
+    """What shape inference sees of one node."""
+
+    node: Node
+    attrs: dict[str, Any]  # with defaults filled in
+    shapes: list[tuple | None]  # per input (None: absent or unknown)
+    consts: list[np.ndarray | None]  # per input, the constant value if any
+
+    def attr(self, name: str) -> Any:
+        return self.attrs.get(name)
+
+    def shape(self, index: int) -> tuple:
+        if index >= len(self.shapes) or self.shapes[index] is None:
+            raise RuleError("shape", f"shape of input {index} is unknown")
+        return self.shapes[index]
+
+    def has(self, index: int) -> bool:
+        return index < len(self.shapes) and self.node.input(index) is not None
+
+    def fail(self, rule: str, message: str, expected: Any = "", found: Any = "") -> None:
+        raise RuleError(rule, message, expected, found)
+
+    def require(self, cond: bool, rule: str, message: str, expected: Any = "", found: Any = ""):
+        if not cond:
+            raise RuleError(rule, message, expected, found)
+
+
+class Lowerer(Protocol):
+    """What a lowering function may do: emit standard ONNX nodes (default domain)."""
+
+    def op(
+        self, op_type: str, inputs: Sequence[str], outputs: int | Sequence[str] = 1, **attrs: Any
+    ) -> list[str]:
+        """Emit one standard ONNX node; returns its output names."""
+        ...
+
+    def const(self, array: np.ndarray, hint: str = "c") -> str:
+        """Emit a constant tensor; returns its name."""
+        ...
+
+
+# lower(node, L, inputs, outputs): emit standard ONNX computing node's outputs (names given)
+# from the names in ``inputs`` (None for an absent optional input). Shapes: node.inputs[i].shape.
+LowerFn = Callable[["Node", Lowerer, list, list], None]
+InferFn = Callable[[InferContext], list]
+EvalFn = Callable[["Node", list], list]  # numpy evaluator for constant folding (core ops)
+
+
+@dataclass
+class OpSchema:
+    name: str
+    domain: str
+    doc: str
+    inputs: list[Port]
+    outputs: list[Port]
+    attrs: dict[str, Attr] = field(default_factory=dict)
+    layout: LayoutClass = LayoutClass.TRANSPARENT
+    infer: InferFn | None = None
+    lower: LowerFn | None = None
+    evaluate: EvalFn | None = None
+    source: str = ""  # where the spec text is, e.g. "seed 000 + DIALECT.md"
+
+    @property
+    def min_inputs(self) -> int:
+        return sum(1 for p in self.inputs if not p.optional and not p.variadic) + (
+            1 if any(p.variadic and not p.optional for p in self.inputs) else 0
+        )
+
+    @property
+    def max_inputs(self) -> int | None:
+        return None if any(p.variadic for p in self.inputs) else len(self.inputs)
+
+    def port(self, index: int) -> Port:
+        if index < len(self.inputs):
+            return self.inputs[index]
+        if self.inputs and self.inputs[-1].variadic:
+            return self.inputs[-1]
+        raise IndexError(index)
+
+    def with_defaults(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        out = {k: a.default for k, a in self.attrs.items() if a.default is not None}
+        out.update(attrs)
+        return out
+
+
+class Registry:
+    """Schemas by name; registering a name twice is a bug and raises."""
+
+    def __init__(self, domain: str):
+        self.domain = domain
+        self._schemas: dict[str, OpSchema] = {}
+
+    def register(self, schema: OpSchema) -> OpSchema:
+        if schema.domain != self.domain:
+            raise ValueError(f"schema {schema.name} has domain {schema.domain}, not {self.domain}")
+        if schema.name in self._schemas:
+            raise ValueError(f"op {schema.name!r} is registered twice in domain {self.domain!r}")
+        self._schemas[schema.name] = schema
+        return schema
+
+    def get(self, name: str) -> OpSchema | None:
+        return self._schemas.get(name)
+
+    def __getitem__(self, name: str) -> OpSchema:
+        return self._schemas[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._schemas
+
+    def names(self) -> list[str]:
+        return sorted(self._schemas)
+
+    def all(self) -> list[OpSchema]:
+        return [self._schemas[n] for n in self.names()]
+
+
+DIALECT_OPS = Registry("nhwc")
+CORE_OPS = Registry("core")
+
+
+def check_attr_value(name: str, spec: Attr, value: Any) -> str | None:
+    """Return why ``value`` does not fit ``spec``, or None when it fits."""
+    kind = spec.kind
+    ok = True
+    if kind is AttrKind.INT:
+        ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    elif kind is AttrKind.FLOAT:
+        ok = isinstance(value, (float, int, np.floating, np.integer)) and not isinstance(
+            value, bool
+        )
+    elif kind is AttrKind.STRING:
+        ok = isinstance(value, str)
+    elif kind is AttrKind.INTS:
+        ok = isinstance(value, (list, tuple)) and all(
+            isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in value
+        )
+    elif kind is AttrKind.FLOATS:
+        ok = isinstance(value, (list, tuple)) and all(
+            isinstance(x, (float, int, np.floating, np.integer)) for x in value
+        )
+    elif kind is AttrKind.STRINGS:
+        ok = isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value)
+    elif kind is AttrKind.TENSOR:
+        ok = isinstance(value, np.ndarray)
+    if not ok:
+        return f"attribute '{name}' must be of kind {kind.value}, found {_describe(value)}"
+    if spec.allowed is not None:
+        items = value if kind in (AttrKind.INTS, AttrKind.FLOATS, AttrKind.STRINGS) else [value]
+        bad = [x for x in items if x not in spec.allowed]
+        if bad:
+            allowed = ", ".join(repr(a) for a in spec.allowed)
+            return f"attribute '{name}' has value {value!r}; allowed: {allowed}"
+    return None
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"tensor {value.dtype}{list(value.shape)}"
+    if isinstance(value, (list, tuple)):
+        kinds = sorted({type(x).__name__ for x in value})
+        return f"list of {'/'.join(kinds) or 'nothing'} {list(value)!r}"
+    return f"{type(value).__name__} {value!r}"
+
+
+# -- shape arithmetic shared by dialect and core schemas ----------------------------------------
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def same_tf(i: int, k: int, s: int, d: int = 1) -> tuple[int, int, int]:
+    """TF SAME: (output size, pad at begin, pad at end). The odd pixel goes at the end."""
+    e = (k - 1) * d + 1
+    o = ceil_div(i, s)
+    total = max((o - 1) * s + e - i, 0)
+    return o, total // 2, total - total // 2
+
+
+def valid_tf(i: int, k: int, s: int, d: int = 1) -> int:
+    """TF VALID output size (may be <= 0 when the kernel does not fit)."""
+    e = (k - 1) * d + 1
+    return ceil_div(i - e + 1, s)
+
+
+def conv_transpose_tf(
+    i: int, k: int, s: int, d: int, out_pad: int, mode: str, out: int | None = None
+) -> tuple[int, int, int]:
+    """ConvTranspose per DIALECT.md: (output size, crop at begin, crop at end).
+
+    A negative end crop means zero-fill at the end (TF SAME with kernel shorter than stride).
+    """
+    e = (k - 1) * d + 1
+    full = (i - 1) * s + e + out_pad
+    if mode == "SAME":
+        o = i * s if out is None else out
+        total = full - o
+        begin = max(total, 0) // 2
+    else:
+        o = full if out is None else out
+        begin = 0
+    return o, begin, full - o - begin

@@ -1,0 +1,197 @@
+"""``validate(model)``: every dialect rule over the whole graph, all problems at once."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InvalidModelError, ValidationIssue
+from ..ir import DIALECT, Graph, Model, Node, Value
+from .base import DIALECT_OPS, InferContext, Registry, RuleError, check_attr_value
+
+
+def validate(model: Model | Graph, registry: Registry = DIALECT_OPS) -> list[ValidationIssue]:
+    """Return every rule the model breaks (empty list: valid). Never raises on bad models."""
+    graph = model.graph if isinstance(model, Model) else model
+    issues: list[ValidationIssue] = []
+    issues += _check_names(graph)
+    for node, idx, v in graph.dangling_inputs():
+        issues.append(
+            ValidationIssue(
+                node.name, node.op, "dangling-input",
+                f"input {idx} '{v.name}' is not a graph input, a constant or any node's output",
+            )
+        )
+    order = _ordered_nodes(graph, issues)
+    inferred: dict[int, tuple | None] = {}
+    for v in graph.inputs:
+        inferred[id(v)] = v.shape
+        if v.dtype != "float32":
+            issues.append(
+                ValidationIssue("", "", "dtype", f"graph input '{v.name}' must be float32",
+                                "float32", v.dtype)
+            )
+    for node in order:
+        issues += _check_node(node, registry, inferred)
+    for v in graph.outputs:
+        got = inferred.get(id(v), v.shape if v.is_const else None)
+        if v.shape is not None and got is not None and tuple(v.shape) != tuple(got):
+            issues.append(
+                ValidationIssue(
+                    "", "", "output-shape",
+                    f"graph output '{v.name}' is declared with a shape that inference disagrees with",
+                    _fmt(got), _fmt(v.shape),
+                )
+            )
+        if v.producer() is None and not v.is_const and v not in graph.inputs:
+            issues.append(
+                ValidationIssue("", "", "dangling-output", f"graph output '{v.name}' has no producer")
+            )
+    return issues
+
+
+def infer_shapes(model: Model | Graph, registry: Registry = DIALECT_OPS) -> dict[str, tuple]:
+    """Shapes of every value by name, as the dialect's shape inference computes them."""
+    graph = model.graph if isinstance(model, Model) else model
+    inferred: dict[int, tuple | None] = {id(v): v.shape for v in graph.inputs}
+    issues: list[ValidationIssue] = []
+    for node in _ordered_nodes(graph, issues):
+        _check_node(node, registry, inferred)
+    out = {}
+    for v in graph.values():
+        shape = v.shape if v.is_const else inferred.get(id(v))
+        if shape is not None:
+            out[v.name] = tuple(shape)
+    return out
+
+
+def _fmt(shape) -> str:
+    return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+def _check_names(graph: Graph) -> list[ValidationIssue]:
+    issues = []
+    seen: dict[str, int] = {}
+    for v in graph.values():
+        seen[v.name] = seen.get(v.name, 0) + 1
+    for name, count in seen.items():
+        if count > 1:
+            issues.append(
+                ValidationIssue("", "", "duplicate-name",
+                                f"{count} different tensors are named '{name}'")
+            )
+    node_names: dict[str, int] = {}
+    for n in graph.nodes:
+        if n.name:
+            node_names[n.name] = node_names.get(n.name, 0) + 1
+    for name, count in node_names.items():
+        if count > 1:
+            issues.append(
+                ValidationIssue(name, "", "duplicate-node-name",
+                                f"{count} nodes are named '{name}'")
+            )
+    return issues
+
+
+def _ordered_nodes(graph: Graph, issues: list[ValidationIssue]) -> list[Node]:
+    try:
+        graph.toposort()
+    except InvalidModelError as exc:
+        issues.append(ValidationIssue("", "", "cycle", str(exc)))
+        return [n for n in graph.nodes]
+    return graph.nodes
+
+
+def _check_node(node: Node, registry: Registry, inferred: dict) -> list[ValidationIssue]:
+    issues: list[ValidationIssue] = []
+
+    def add(rule: str, message: str, expected="", found="") -> None:
+        issues.append(ValidationIssue(node.name, node.op, rule, message, str(expected), str(found)))
+
+    if node.domain not in (registry.domain, "") or node.op not in registry:
+        where = f"{node.domain}." if node.domain else ""
+        add("unknown-op", f"op '{where}{node.op}' is not in the {registry.domain} dialect")
+        return issues
+    schema = registry[node.op]
+    n_in = len(node.inputs)
+    while n_in and node.inputs[n_in - 1] is None:
+        n_in -= 1
+    if n_in < schema.min_inputs or (schema.max_inputs is not None and n_in > schema.max_inputs):
+        hi = "inf" if schema.max_inputs is None else schema.max_inputs
+        expected = str(schema.min_inputs) if hi == schema.min_inputs else f"{schema.min_inputs}..{hi}"
+        add("arity", "wrong number of inputs", expected, n_in)
+        return issues
+    for idx in range(n_in):
+        port = schema.port(idx)
+        v = node.inputs[idx]
+        if v is None:
+            if not port.optional:
+                add("arity", f"required input '{port.name}' is missing")
+            continue
+        if v.dtype not in port.dtypes:
+            add("dtype", f"input '{port.name}' ('{v.name}') has the wrong element type",
+                "/".join(port.dtypes), v.dtype)
+        if port.constant and not v.is_const:
+            add("constant-input", f"input '{port.name}' ('{v.name}') must be a constant initializer")
+    n_out = len(node.outputs)
+    if n_out != len(schema.outputs):
+        add("arity", "wrong number of outputs", len(schema.outputs), n_out)
+    for name, value in node.attrs.items():
+        spec = schema.attrs.get(name)
+        if spec is None:
+            known = ", ".join(schema.attrs) or "none"
+            add("unknown-attribute", f"attribute '{name}' is not defined for {node.op} (known: {known})")
+            continue
+        why = check_attr_value(name, spec, value)
+        if why:
+            add("attribute", why)
+    for name, spec in schema.attrs.items():
+        if spec.required and name not in node.attrs:
+            add("missing-attribute", f"required attribute '{name}' is missing")
+    if issues or schema.infer is None:
+        return issues
+    shapes = []
+    consts = []
+    for v in node.inputs:
+        if v is None:
+            shapes.append(None)
+            consts.append(None)
+        elif v.is_const:
+            shapes.append(tuple(v.const.shape))
+            consts.append(v.const)
+        else:
+            shapes.append(inferred.get(id(v)))
+            consts.append(None)
+    if any(s is None for s, v in zip(shapes, node.inputs) if v is not None):
+        for out in node.outputs:
+            inferred[id(out)] = None
+        return issues
+    ctx = InferContext(node, schema.with_defaults(node.attrs), shapes, consts)
+    try:
+        outs = schema.infer(ctx)
+    except RuleError as err:
+        add(err.rule, err.message, err.expected, err.found)
+        for out in node.outputs:
+            inferred[id(out)] = None
+        return issues
+    for out, shape in zip(node.outputs, outs):
+        shape = tuple(int(d) for d in shape) if shape is not None else None
+        if shape is not None and any(d < 0 for d in shape):
+            add("shape", f"output '{out.name}' would have a negative dimension", "", _fmt(shape))
+        inferred[id(out)] = shape
+    for out in node.outputs:
+        if out.dtype is not None and out.dtype != "float32":
+            add("dtype", f"output '{out.name}' must be float32", "float32", out.dtype)
+    return issues
+
+
+def issue_count_by_rule(issues: list[ValidationIssue]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for i in issues:
+        counts[i.rule] = counts.get(i.rule, 0) + 1
+    return counts
+
+
+def is_float32(v: Value) -> bool:
+    return v.dtype == str(np.dtype("float32"))
+
+
+__all__ = ["validate", "infer_shapes", "DIALECT", "issue_count_by_rule"]
