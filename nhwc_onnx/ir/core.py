@@ -175,23 +175,19 @@ class Graph:
         self.outputs: list[Value] = []
         self._nodes: dict[int, Node] = {}
         self._seq = itertools.count()
-        self._names: set[str] = set()
+        self._names: set[str] = set()  # tensor names
+        self._node_names: set[str] = set()  # node names (a separate namespace, as in ONNX)
 
     # -- naming -----------------------------------------------------------------------------
     def reserve_name(self, name: str) -> None:
         self._names.add(name)
 
     def unique_name(self, base: str) -> str:
-        base = base or "t"
-        if base not in self._names:
-            self._names.add(base)
-            return base
-        for i in itertools.count(1):
-            cand = f"{base}_{i}"
-            if cand not in self._names:
-                self._names.add(cand)
-                return cand
-        raise AssertionError("unreachable")
+        """A tensor name not used yet in this graph, derived from ``base``."""
+        return _fresh(self._names, base or "t")
+
+    def unique_node_name(self, base: str) -> str:
+        return _fresh(self._node_names, base or "node")
 
     # -- values -----------------------------------------------------------------------------
     def new_value(
@@ -226,7 +222,7 @@ class Graph:
     def add_node(self, node: Node) -> Node:
         if node.graph is not None:
             raise ValueError(f"node '{node.name}' already belongs to a graph")
-        node.name = self.unique_name(node.name or node.op.lower())
+        node.name = self.unique_node_name(node.name or node.op.lower())
         for v in node.outputs:
             self._names.add(v.name)
         node.graph = self
@@ -245,7 +241,7 @@ class Graph:
         doc: str = "",
     ) -> Node:
         """Create and add a node. ``outputs`` is a count, output Values, or output names."""
-        node_name = self.unique_name(name or op.lower())
+        node_name = self.unique_node_name(name or op.lower())
         if isinstance(outputs, int):
             outs = [
                 Value(self.unique_name(node_name if i == 0 else f"{node_name}:{i}"))
@@ -255,6 +251,7 @@ class Graph:
             outs = [
                 o if isinstance(o, Value) else Value(self.unique_name(str(o))) for o in outputs
             ]
+            self._names.update(o.name for o in outs)
         node = Node(op, inputs, outs, attrs, node_name, domain, doc)
         node.graph = self
         node._seq = next(self._seq)
@@ -395,6 +392,18 @@ class Graph:
                 if v._producer is None or id(v._producer) not in self._nodes:
                     bad.append((node, idx, v))
         return bad
+
+
+def _fresh(used: set[str], base: str) -> str:
+    if base not in used:
+        used.add(base)
+        return base
+    for i in itertools.count(1):
+        cand = f"{base}_{i}"
+        if cand not in used:
+            used.add(cand)
+            return cand
+    raise AssertionError("unreachable")
 
 
 class Model:

@@ -1,0 +1,215 @@
+"""The Python API: ``convert``, ``check`` and ``verify``. The CLI is a thin shell over these."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .errors import ModelLoadError, OutputPathError, ValidationIssue
+from .frontends.base import FrontendOptions
+from .ir import Model
+
+FRAMEWORKS = ("tf", "caffe", "onnx")
+
+_EXTENSIONS = {
+    ".pb": "tf",
+    ".pbtxt": "tf",
+    ".keras": "tf",
+    ".h5": "tf",
+    ".hdf5": "tf",
+    ".prototxt": "caffe",
+    ".onnx": "onnx",
+}
+
+
+@dataclass
+class ConversionReport:
+    """What a conversion did. ``to_dict`` follows docs/report-schema.json."""
+
+    source: str
+    framework: str
+    output: str | None = None
+    converter_version: str = __version__
+    options: dict[str, Any] = field(default_factory=dict)
+    source_ops: dict[str, int] = field(default_factory=dict)
+    target_ops: dict[str, int] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    io_permutations: dict[str, list[int]] = field(default_factory=dict)
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    passes: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def count(self, kind: str) -> int:
+        return sum(1 for d in self.decisions if d.get("kind") == kind)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=_json_default)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    return str(obj)
+
+
+@dataclass
+class ConversionResult:
+    model: Model
+    report: ConversionReport
+    output: str | None = None
+
+
+def detect_framework(path: str | os.PathLike) -> str:
+    """Guess the source framework from the path (extension, SavedModel folder, file magic)."""
+    p = Path(path)
+    if p.is_dir():
+        if (p / "saved_model.pb").exists() or (p / "saved_model.pbtxt").exists():
+            return "tf"
+        raise ModelLoadError(f"{p}: a folder, but not a TensorFlow SavedModel (no saved_model.pb)")
+    if not p.exists():
+        raise ModelLoadError(f"{p}: no such file")
+    fw = _EXTENSIONS.get(p.suffix.lower())
+    if fw:
+        return fw
+    raise ModelLoadError(
+        f"{p}: cannot tell the framework from the extension '{p.suffix}'; "
+        "pass --framework tf|caffe|onnx"
+    )
+
+
+def load_source(path: str | os.PathLike, framework: str, options: FrontendOptions) -> Model:
+    """Run one frontend: the source file as a core-op Model (imports the frontend lazily)."""
+    if framework == "tf":
+        from .frontends import tensorflow as frontend
+    elif framework == "caffe":
+        from .frontends import caffe as frontend
+    elif framework == "onnx":
+        from .frontends import onnx as frontend
+    else:
+        raise ModelLoadError(f"unknown framework '{framework}' (expected one of {FRAMEWORKS})")
+    return frontend.load(str(path), options)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def convert(
+    source: str | os.PathLike,
+    output: str | os.PathLike | None = None,
+    *,
+    framework: str | None = None,
+    options: FrontendOptions | None = None,
+    domain: str = "nhwc",
+    weights_as_constants: bool = False,
+    allow_transpose: bool = False,
+    approximate_padding: bool = False,
+) -> ConversionResult:
+    """Convert ``source`` to the dialect; write ``output`` (atomically) when given.
+
+    Raises a subclass of NhwcOnnxError when the model cannot be converted exactly; nothing is
+    written in that case.
+    """
+    from .passes import PassContext
+    from .passes.pipeline import to_dialect
+
+    options = options or FrontendOptions()
+    src = Path(source)
+    fw = framework or detect_framework(src)
+    if output is not None:
+        out = Path(output)
+        inputs = [src] + ([Path(options.weights)] if options.weights not in (None, "random") else [])
+        if any(_same_file(out, p) or out.resolve() == p.resolve() for p in inputs):
+            raise OutputPathError(f"{out}: the output would overwrite the input; choose another path")
+    report = ConversionReport(source=str(src), framework=fw, output=str(output) if output else None)
+    report.options = _options_dict(options, domain, weights_as_constants, allow_transpose,
+                                   approximate_padding)
+    t0 = time.perf_counter()
+    model = load_source(src, fw, options)
+    t1 = time.perf_counter()
+    report.timings["load"] = t1 - t0
+    report.source_ops = _source_op_counts(model)
+    ctx = PassContext(options={
+        "input_shapes": options.input_shapes,
+        "batch": options.batch,
+        "allow_transpose": allow_transpose,
+        "approximate_padding": approximate_padding,
+    })
+    manager = to_dialect(model, ctx)
+    t2 = time.perf_counter()
+    report.timings["passes"] = t2 - t1
+    report.target_ops = model.graph.op_counts()
+    report.decisions = [d.to_dict() for d in ctx.decisions]
+    report.warnings = list(ctx.warnings)
+    report.io_permutations = dict(model.io_permutations)
+    report.passes = [asdict(s) for s in manager.stats]
+    report.inputs = [_describe_value(v) for v in model.graph.inputs]
+    report.outputs = [_describe_value(v) for v in model.graph.outputs]
+    model.metadata.update({
+        "converter": "nhwc-onnx",
+        "converter_version": __version__,
+        "source_framework": fw,
+        "source_file": src.name,
+        "options": json.dumps(report.options, sort_keys=True),
+    })
+    if model.io_permutations:
+        model.metadata["io_permutations"] = json.dumps(model.io_permutations, sort_keys=True)
+    if output is not None:
+        from .serialize import save
+
+        save(model, output, domain=domain, weights_as_constants=weights_as_constants)
+        report.timings["write"] = time.perf_counter() - t2
+    report.timings["total"] = time.perf_counter() - t0
+    return ConversionResult(model, report, str(output) if output is not None else None)
+
+
+def _options_dict(options: FrontendOptions, domain, constants, transpose, approx) -> dict:
+    d = {k: v for k, v in asdict(options).items() if v not in (None, {}, [], "")}
+    d.pop("extra", None)
+    d.update({"domain": domain, "weights_as_constants": constants,
+              "allow_transpose": transpose, "approximate_padding": approx})
+    return d
+
+
+def _source_op_counts(model: Model) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in model.graph.nodes:
+        op = node.doc or node.op
+        counts[op] = counts.get(op, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _describe_value(v) -> dict[str, Any]:
+    return {"name": v.name, "shape": list(v.shape) if v.shape is not None else None,
+            "dtype": v.dtype}
+
+
+def check(paths: Sequence[str | os.PathLike]) -> dict[str, list[ValidationIssue]]:
+    """Validate dialect model files: path -> issues (empty list: valid).
+
+    Unreadable files raise ModelLoadError.
+    """
+    from .schemas import validate
+    from .serialize import load
+
+    return {str(p): validate(load(p)) for p in paths}
+
+
+def verify(*args: Any, **kwargs: Any):
+    """Run source and converted model side by side (see nhwc_onnx.verify)."""
+    from .verify import verify as _verify
+
+    return _verify(*args, **kwargs)

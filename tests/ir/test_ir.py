@@ -1,0 +1,124 @@
+import numpy as np
+import pytest
+
+from nhwc_onnx.errors import InvalidModelError
+from nhwc_onnx.ir import Graph, Node, Value
+
+
+def _chain():
+    g = Graph()
+    x = g.add_input(Value("x", shape=(1, 4)))
+    a = g.make_node("Relu", [x], name="a")
+    b = g.make_node("Abs", [a.output], name="b")
+    c = g.make_node("Add", [a.output, b.output], name="c")
+    g.outputs = [c.output]
+    return g, x, a, b, c
+
+
+def test_producer_and_uses_track_edges():
+    g, x, a, b, c = _chain()
+    assert a.output.producer() is a
+    assert x.producer() is None
+    assert sorted((n.name, i) for n, i in a.output.uses()) == [("b", 0), ("c", 0)]
+    assert a.output.consumers() == [b, c]
+
+
+def test_set_input_keeps_use_lists_right():
+    g, x, a, b, c = _chain()
+    c.set_input(1, x)
+    assert (c, 1) in x.uses()
+    assert b.output.uses() == []
+
+
+def test_replace_all_uses_includes_graph_outputs():
+    g, x, a, b, c = _chain()
+    g.replace_all_uses(c.output, b.output)
+    assert g.outputs == [b.output]
+    g.replace_all_uses(a.output, x)
+    assert a.output.uses() == []
+    assert b.inputs == (x,)
+
+
+def test_remove_while_iterating_is_safe():
+    g, x, a, b, c = _chain()
+    seen = []
+    for node in g.nodes:
+        seen.append(node.name)
+        if node is a:
+            g.remove_node(b)
+    assert seen == ["a", "b", "c"]  # the snapshot still lists b
+    assert [n.name for n in g.nodes] == ["a", "c"]
+    assert b.graph is None and (b, 0) not in a.output.uses()
+
+
+def test_toposort_orders_and_is_deterministic():
+    g = Graph()
+    x = g.add_input(Value("x", shape=(2,)))
+    late = g.make_node("Abs", [x], name="late")
+    # Added after its consumer's producer chain: toposort must move producers first.
+    first = g.make_node("Relu", [x], name="first")
+    user = g.make_node("Add", [first.output, late.output], name="user")
+    g.remove_node(late)
+    g2 = g.make_node("Abs", [x], name="late2")
+    user.set_input(1, g2.output)
+    g.toposort()
+    names = [n.name for n in g.nodes]
+    assert names.index("late2") < names.index("user")
+    assert names.index("first") < names.index("user")
+    assert names == ["first", "late2", "user"]
+
+
+def test_toposort_names_cycle():
+    g = Graph()
+    x = g.add_input(Value("x", shape=(2,)))
+    a = g.make_node("Add", [x, x], name="a")
+    b = g.make_node("Relu", [a.output], name="b")
+    a.set_input(1, b.output)
+    with pytest.raises(InvalidModelError, match="cycle through node\\(s\\) 'a', 'b'"):
+        g.toposort()
+
+
+def test_unique_names():
+    g = Graph()
+    names = {g.make_node("Relu", [], name="conv").name for _ in range(3)}
+    assert names == {"conv", "conv_1", "conv_2"}
+
+
+def test_value_cannot_have_two_producers():
+    g = Graph()
+    v = Value("v")
+    Node("Relu", [], [v], name="p1")
+    with pytest.raises(InvalidModelError, match="produced by both"):
+        Node("Relu", [], [v], name="p2")
+
+
+def test_constants_listed_once_in_first_use_order():
+    g = Graph()
+    x = g.add_input(Value("x", shape=(3,)))
+    w1 = g.constant(np.ones(3, np.float32), "w")
+    w2 = g.constant(np.zeros(3, np.float32), "w")
+    n1 = g.make_node("Add", [x, w2])
+    n2 = g.make_node("Mul", [n1.output, w1])
+    g.make_node("Sub", [n2.output, w2])
+    assert [v.name for v in g.constants()] == ["w_1", "w"]
+    assert w1.shape == (3,) and w1.dtype == "float32"
+
+
+def test_bypass_keeps_graph_output_name():
+    g = Graph()
+    x = g.add_input(Value("x", shape=(2,)))
+    r = g.make_node("Relu", [x], name="relu")
+    ident = g.make_node("Identity", [r.output], name="out", outputs=["out"])
+    g.outputs = [ident.output]
+    g.bypass(ident)
+    assert len(g) == 1
+    assert g.outputs[0].name == "out"
+    assert g.outputs[0].producer() is r
+
+
+def test_dangling_inputs_found():
+    g = Graph()
+    ghost = Value("ghost", shape=(2,))
+    n = g.make_node("Relu", [ghost], name="r")
+    g.outputs = [n.output]
+    assert [(node.name, idx, v.name) for node, idx, v in g.dangling_inputs()] == [("r", 0, "ghost")]
