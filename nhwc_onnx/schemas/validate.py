@@ -33,7 +33,7 @@ def validate(model: Model | Graph, registry: Registry = DIALECT_OPS) -> list[Val
         issues += _check_node(node, registry, inferred)
     for v in graph.outputs:
         got = inferred.get(id(v), v.shape if v.is_const else None)
-        if v.shape is not None and got is not None and tuple(v.shape) != tuple(got):
+        if v.shape is not None and got is not None and _disagree(v.shape, got):
             issues.append(
                 ValidationIssue(
                     "", "", "output-shape",
@@ -61,6 +61,13 @@ def infer_shapes(model: Model | Graph, registry: Registry = DIALECT_OPS) -> dict
         if shape is not None:
             out[v.name] = tuple(shape)
     return out
+
+
+def _disagree(declared, inferred) -> bool:
+    """Rank differs, or a dimension known on both sides differs (None is unknown)."""
+    if len(declared) != len(inferred):
+        return True
+    return any(a is not None and b is not None and a != b for a, b in zip(declared, inferred))
 
 
 def _fmt(shape) -> str:
@@ -134,6 +141,12 @@ def _check_node(node: Node, registry: Registry, inferred: dict) -> list[Validati
     n_out = len(node.outputs)
     if n_out != len(schema.outputs):
         add("arity", "wrong number of outputs", len(schema.outputs), n_out)
+    for idx, out in enumerate(node.outputs):
+        port = schema.outputs[min(idx, len(schema.outputs) - 1)] if schema.outputs else None
+        allowed = port.dtypes if port is not None else ("float32",)
+        if out.dtype is not None and out.dtype not in allowed:
+            add("dtype", f"output '{out.name}' has the wrong element type",
+                "/".join(allowed), out.dtype)
     for name, value in node.attrs.items():
         spec = schema.attrs.get(name)
         if spec is None:
@@ -172,14 +185,18 @@ def _check_node(node: Node, registry: Registry, inferred: dict) -> list[Validati
         for out in node.outputs:
             inferred[id(out)] = None
         return issues
+    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as err:
+        # Shape inference met values it cannot read: report, never crash on a bad model.
+        add("shape", f"shape inference failed: {err}")
+        for out in node.outputs:
+            inferred[id(out)] = None
+        return issues
     for out, shape in zip(node.outputs, outs):
-        shape = tuple(int(d) for d in shape) if shape is not None else None
-        if shape is not None and any(d < 0 for d in shape):
+        # A None dimension stays unknown (e.g. a dynamic batch size).
+        shape = tuple(None if d is None else int(d) for d in shape) if shape is not None else None
+        if shape is not None and any(d is not None and d < 0 for d in shape):
             add("shape", f"output '{out.name}' would have a negative dimension", "", _fmt(shape))
         inferred[id(out)] = shape
-    for out in node.outputs:
-        if out.dtype is not None and out.dtype != "float32":
-            add("dtype", f"output '{out.name}' must be float32", "float32", out.dtype)
     return issues
 
 
@@ -194,4 +211,4 @@ def is_float32(v: Value) -> bool:
     return v.dtype == str(np.dtype("float32"))
 
 
-__all__ = ["validate", "infer_shapes", "DIALECT", "issue_count_by_rule"]
+__all__ = ["DIALECT", "infer_shapes", "issue_count_by_rule", "validate"]
