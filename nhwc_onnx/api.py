@@ -142,13 +142,15 @@ def convert(
     t1 = time.perf_counter()
     report.timings["load"] = t1 - t0
     report.source_ops = _source_op_counts(model)
+    source_names = {v.name: v.meta.get("source_name", v.name)
+                    for v in model.graph.inputs + model.graph.outputs}
     ctx = PassContext(options={
         "input_shapes": options.input_shapes,
         "batch": options.batch,
         "allow_transpose": allow_transpose,
         "approximate_padding": approximate_padding,
     })
-    manager = to_dialect(model, ctx)
+    manager, ctx = to_dialect(model, ctx)
     t2 = time.perf_counter()
     report.timings["passes"] = t2 - t1
     report.target_ops = model.graph.op_counts()
@@ -165,6 +167,10 @@ def convert(
         "source_file": src.name,
         "options": json.dumps(report.options, sort_keys=True),
     })
+    kept = {v.name for v in model.graph.inputs + model.graph.outputs}
+    renamed = {k: v for k, v in source_names.items() if k in kept and k != v}
+    if renamed:
+        model.metadata["source_names"] = json.dumps(renamed, sort_keys=True)
     if model.io_permutations:
         model.metadata["io_permutations"] = json.dumps(model.io_permutations, sort_keys=True)
     if output is not None:
@@ -213,3 +219,46 @@ def verify(*args: Any, **kwargs: Any):
     from .verify import verify as _verify
 
     return _verify(*args, **kwargs)
+
+
+def is_dialect_file(path: str | os.PathLike) -> bool:
+    """True when an .onnx file is one of ours (dialect domain or our converter metadata)."""
+    import onnx
+
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - unreadable files are reported by the loaders
+        return False
+    if any(p.key == "converter" and p.value == "nhwc-onnx" for p in proto.metadata_props):
+        return True
+    return any(n.domain == "nhwc" for n in proto.graph.node)
+
+
+def info(
+    path: str | os.PathLike, framework: str | None = None, options: FrontendOptions | None = None
+) -> dict[str, Any]:
+    """Inputs, outputs, op histogram, parameter count and size of any supported file."""
+    p = Path(path)
+    if p.suffix.lower() == ".onnx" and framework in (None, "dialect") and is_dialect_file(p):
+        from .serialize import load
+
+        model, kind = load(p), "nhwc dialect"
+    else:
+        fw = framework or detect_framework(p)
+        model, kind = load_source(p, fw, options or FrontendOptions()), fw
+    consts = model.graph.constants()
+    size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else (
+        p.stat().st_size)
+    if options is not None and options.weights not in (None, "random"):
+        size += Path(options.weights).stat().st_size
+    return {
+        "file": str(p),
+        "format": kind,
+        "bytes": size,
+        "inputs": [_describe_value(v) for v in model.graph.inputs],
+        "outputs": [_describe_value(v) for v in model.graph.outputs],
+        "nodes": len(model.graph),
+        "ops": model.graph.op_counts() if kind == "nhwc dialect" else _source_op_counts(model),
+        "parameters": int(sum(int(v.const.size) for v in consts if v.const.dtype.kind == "f")),
+        "metadata": dict(sorted(model.metadata.items())),
+    }

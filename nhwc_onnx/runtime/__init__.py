@@ -32,8 +32,11 @@ def run(
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     names = [o.name for o in session.get_outputs()]
-    results = session.run(names, {k: np.asarray(v) for k, v in feeds.items()})
+    # A float64 array for a float32 input is the usual slip; cast to what the graph declares.
+    declared = {v.name: v.dtype for v in model.graph.inputs}
+    arrays = {k: np.asarray(v, dtype=declared.get(k)) for k, v in feeds.items()}
+    results = session.run(names, arrays)
     return dict(zip(names, results))
 
 
-__all__ = ["run", "lower_model", "LOWERED_OPSET", "LOWERED_IR_VERSION"]
+__all__ = ["LOWERED_IR_VERSION", "LOWERED_OPSET", "lower_model", "run"]

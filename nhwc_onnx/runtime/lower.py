@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import ConversionBugError
 from ..ir import Model, Node
-from ..schemas import DIALECT_OPS
+from ..schemas import DIALECT_OPS, infer_shapes
 
 LOWERED_OPSET = 17
 LOWERED_IR_VERSION = 8  # onnxruntime 1.31 rejects IR 14, which onnx 1.23 writes by default
@@ -66,8 +66,15 @@ def lower_model(model: Model, extra_outputs: Sequence[str] = ()) -> onnx.ModelPr
     graph = model.graph
     graph.toposort()
     low = OnnxLowerer()
-    for node in graph.nodes:
-        _lower_node(node, low)
+    # Lowerings read static shapes from node.inputs[i].shape; intermediate values often carry
+    # none, so lend them the inferred ones for the duration of the lowering only.
+    lent = _lend_inferred_shapes(model)
+    try:
+        for node in graph.nodes:
+            _lower_node(node, low)
+    finally:
+        for value in lent:
+            value.shape = None
     inits = [numpy_helper.from_array(np.ascontiguousarray(v.const), v.name)
              for v in graph.constants()]
     inputs = [
@@ -89,6 +96,21 @@ def lower_model(model: Model, extra_outputs: Sequence[str] = ()) -> onnx.ModelPr
                               producer_name="nhwc-onnx-runtime")
     proto.ir_version = LOWERED_IR_VERSION
     return proto
+
+
+def _lend_inferred_shapes(model: Model) -> list:
+    """Set the inferred shape on every value that has none; return those values."""
+    missing = [v for v in model.graph.values() if v.shape is None]
+    if not missing:
+        return []
+    shapes = infer_shapes(model)
+    lent = []
+    for value in missing:
+        shape = shapes.get(value.name)
+        if shape is not None:
+            value.shape = tuple(shape)
+            lent.append(value)
+    return lent
 
 
 def _dims(shape):

@@ -1,0 +1,335 @@
+"""The ``nhwc-onnx`` command line: a thin shell over the library.
+
+Only this module prints and chooses exit codes (see ``nhwc_onnx.errors``). Heavy modules
+(onnx, the schemas, onnxruntime, the frontends) are imported inside the commands that need
+them, so ``nhwc-onnx check`` starts fast and never loads TensorFlow or onnxruntime.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+
+import click
+
+from . import __version__
+from .errors import EXIT_INVALID, EXIT_UNREADABLE, MissingDependencyError, NhwcOnnxError
+
+
+@dataclass
+class Settings:
+    verbosity: int = 0  # -1 quiet, 0 normal, 1+ verbose
+    debug: bool = False
+
+
+class _Group(click.Group):
+    """Turns the project's errors into one message on stderr and the matching exit code."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except BrokenPipeError:
+            # The reader went away (e.g. `nhwc-onnx ops | head`): stop quietly, as Python's
+            # docs advise, pointing stdout at devnull so the final flush cannot fail again.
+            _silence_stdout()
+            ctx.exit(EXIT_INVALID)
+        except NhwcOnnxError as exc:
+            if ctx.params.get("debug"):
+                raise
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exit_code_of(exc))
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            click.echo(
+                f"Error: internal error in nhwc-onnx ({type(exc).__name__}: {exc}); "
+                "rerun with --debug for the traceback",
+                err=True,
+            )
+            ctx.exit(EXIT_INVALID)
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # not a real file descriptor (e.g. under a test runner)
+
+
+def exit_code_of(exc: NhwcOnnxError) -> int:
+    # A missing optional runtime is a problem of the environment, not of the model: it gets
+    # the "cannot read / cannot run" code rather than "invalid model".
+    if isinstance(exc, MissingDependencyError):
+        return EXIT_UNREADABLE
+    return exc.exit_code
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="nhwc-onnx")
+@click.option("-q", "--quiet", is_flag=True, help="Print only problems and errors.")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug logs).")
+@click.option("--debug", is_flag=True, help="Debug logs, and tracebacks on errors.")
+@click.pass_context
+def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
+    """Check, list and run models of the NHWC ONNX dialect.
+
+    Exit codes: 0 ok, 1 invalid model, 2 unreadable input or missing runtime.
+    """
+    verbosity = -1 if quiet else verbose
+    ctx.obj = Settings(verbosity=verbosity, debug=debug)
+    level = logging.DEBUG if debug or verbose >= 2 else logging.INFO if verbose == 1 else (
+        logging.ERROR if quiet else logging.WARNING
+    )
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("nhwc_onnx").setLevel(level)
+
+
+# -- check --------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("models", nargs=-1, required=True, type=click.Path(dir_okay=True))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Human-readable report or JSON for machines.")
+@click.pass_obj
+def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
+    """Validate dialect models against every rule of the dialect.
+
+    Exit 0 when all are valid, 1 when any is invalid, 2 when any cannot be read.
+    """
+    from .errors import ModelLoadError
+    from .schemas import validate
+    from .serialize import load
+
+    results = []
+    for path in models:
+        try:
+            model = load(path)
+        except ModelLoadError as exc:
+            results.append({"path": path, "status": "unreadable", "error": str(exc),
+                            "nodes": 0, "issues": []})
+            continue
+        issues = validate(model)
+        results.append({
+            "path": path,
+            "status": "invalid" if issues else "valid",
+            "error": "",
+            "nodes": len(model.graph),
+            "issues": [i.to_dict() for i in issues],
+            "text": [str(i) for i in issues],
+        })
+    counts = {s: sum(1 for r in results if r["status"] == s)
+              for s in ("valid", "invalid", "unreadable")}
+    if fmt == "json":
+        for r in results:
+            r.pop("text", None)
+        click.echo(json.dumps({"files": results, "summary": counts}, indent=2))
+    else:
+        _print_check_report(results, counts, settings)
+    if counts["unreadable"]:
+        sys.exit(EXIT_UNREADABLE)
+    if counts["invalid"]:
+        sys.exit(EXIT_INVALID)
+
+
+def _print_check_report(results: list[dict], counts: dict, settings: Settings) -> None:
+    for r in results:
+        if r["status"] == "unreadable":
+            click.echo(f"Error: {r['error']}", err=True)
+        elif r["status"] == "invalid":
+            click.echo(f"{r['path']}: INVALID, {len(r['issues'])} problem(s)")
+            for line in r["text"]:
+                click.echo(f"  {line}")
+        elif settings.verbosity >= 0:
+            click.echo(f"{r['path']}: valid ({r['nodes']} nodes)")
+    if len(results) > 1 and settings.verbosity >= 0:
+        click.echo(f"{len(results)} files: {counts['valid']} valid, {counts['invalid']} invalid, "
+                   f"{counts['unreadable']} unreadable")
+
+
+# -- ops ----------------------------------------------------------------------------------------
+
+FRAMEWORKS = {"tf": "tensorflow", "caffe": "caffe", "onnx": "onnx"}
+
+
+@cli.command()
+@click.argument("op_names", nargs=-1)
+@click.option("--framework", type=click.Choice(sorted(FRAMEWORKS)),
+              help="List the source ops this framework's frontend converts instead.")
+def ops(op_names: tuple[str, ...], framework: str | None) -> None:
+    """List the dialect's ops with their attributes (or details of OP_NAMES)."""
+    from .docs import frontend_registry, op_summary_line, op_text_details
+    from .schemas import DIALECT_OPS
+
+    if framework:
+        registry = frontend_registry(FRAMEWORKS[framework])
+        if registry is None:
+            raise click.ClickException(
+                f"the {FRAMEWORKS[framework]} frontend is not part of this version of nhwc-onnx"
+            )
+        entries = registry.describe()
+        click.echo(f"{len(entries)} {FRAMEWORKS[framework]} op(s) supported:")
+        for name, doc in entries:
+            click.echo(f"  {name:<28} {doc}".rstrip())
+        return
+    if op_names:
+        unknown = [n for n in op_names if n not in DIALECT_OPS]
+        if unknown:
+            raise click.BadParameter(
+                f"not dialect op(s): {', '.join(unknown)} (known: {', '.join(DIALECT_OPS.names())})",
+                param_hint="OP_NAMES",
+            )
+        for i, name in enumerate(op_names):
+            if i:
+                click.echo("")
+            click.echo(op_text_details(DIALECT_OPS[name]))
+        return
+    schemas = DIALECT_OPS.all()
+    click.echo(f"{len(schemas)} ops in domain '{DIALECT_OPS.domain}' (details: nhwc-onnx ops NAME)")
+    for schema in schemas:
+        click.echo(op_summary_line(schema))
+
+
+# -- run ----------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
+@click.option("--input", "-i", "inputs", multiple=True, metavar="NAME=FILE.npy",
+              help="Feed a graph input from a .npy file (repeatable).")
+@click.option("--random", "random_inputs", is_flag=True,
+              help="Feed every input not given with --input from a seeded standard normal.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --random.")
+@click.option("--output-dir", "-o", type=click.Path(file_okay=False),
+              help="Where to save outputs as .npy [default: ./<model name>_outputs].")
+@click.option("--intermediate", multiple=True, metavar="TENSOR",
+              help="Also save this internal tensor (repeatable).")
+@click.pass_obj
+def run(settings: Settings, model_path: str, inputs: tuple[str, ...], random_inputs: bool,
+        seed: int, output_dir: str | None, intermediate: tuple[str, ...]) -> None:
+    """Run a dialect model with onnxruntime and save its outputs as .npy files."""
+    from pathlib import Path
+
+    from .errors import SchemaValidationError
+    from .runtime import run as run_model
+    from .schemas import validate
+    from .serialize import load
+
+    model = load(model_path)
+    issues = validate(model)
+    if issues:
+        raise SchemaValidationError(issues, context=model_path)
+    feeds = build_feeds(model, inputs, random_inputs, seed)
+    known = {v.name for v in model.graph.values()}
+    missing = [t for t in intermediate if t not in known]
+    if missing:
+        raise click.BadParameter(f"no tensor named {', '.join(map(repr, missing))} in the model",
+                                 param_hint="--intermediate")
+    outputs = run_model(model, feeds, extra_outputs=intermediate)
+    out_dir = Path(output_dir) if output_dir else Path(f"{Path(model_path).stem}_outputs")
+    paths = save_outputs(outputs, out_dir)
+    if settings.verbosity >= 0:
+        for name, array in feeds.items():
+            click.echo(f"input  {summary_line(name, array)}")
+        for name, array in outputs.items():
+            click.echo(f"output {summary_line(name, array)} -> {paths[name]}")
+
+
+def build_feeds(model, inputs: tuple[str, ...], random_inputs: bool, seed: int) -> dict:
+    """Graph input name -> array, from NAME=FILE.npy options and (optionally) random data."""
+    import numpy as np
+
+    from .errors import ModelLoadError
+
+    declared = {v.name: v for v in model.graph.inputs}
+    feeds: dict[str, np.ndarray] = {}
+    for item in inputs:
+        name, sep, file = item.partition("=")
+        if not sep or not name or not file:
+            raise click.BadParameter(f"expected NAME=FILE.npy, got {item!r}", param_hint="--input")
+        if name not in declared:
+            raise click.BadParameter(
+                f"the model has no input {name!r} (inputs: {', '.join(declared)})",
+                param_hint="--input")
+        try:
+            array = np.load(file, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ModelLoadError(f"{file}: cannot be read as a .npy array ({exc})") from exc
+        _check_feed(declared[name], array, file)
+        feeds[name] = array
+    rng = np.random.default_rng(seed)
+    missing = [v for v in model.graph.inputs if v.name not in feeds]
+    if missing and not random_inputs:
+        raise click.BadParameter(
+            f"no data for input(s) {', '.join(v.name for v in missing)}; pass --input NAME=FILE.npy "
+            "or --random", param_hint="--input")
+    for v in missing:
+        if v.shape is None or any(not isinstance(d, int) for d in v.shape):
+            raise click.BadParameter(
+                f"input {v.name!r} has an unknown dimension {v.shape}; --random needs a static "
+                "shape, pass --input NAME=FILE.npy", param_hint="--random")
+        feeds[v.name] = rng.standard_normal(v.shape).astype(v.dtype or "float32")
+    return feeds
+
+
+def _check_feed(value, array, file: str) -> None:
+    # Refuse rather than cast: a silent float64 -> float32 cast changes the numbers.
+    if value.dtype is not None and str(array.dtype) != value.dtype:
+        raise click.BadParameter(
+            f"{file}: input {value.name!r} needs {value.dtype}, the file holds {array.dtype}",
+            param_hint="--input")
+    if value.shape is not None:
+        fits = len(value.shape) == array.ndim and all(
+            d is None or d == n for d, n in zip(value.shape, array.shape))
+        if not fits:
+            raise click.BadParameter(
+                f"{file}: input {value.name!r} needs shape {tuple(value.shape)}, "
+                f"the file holds {tuple(array.shape)}", param_hint="--input")
+
+
+def save_outputs(outputs: dict, out_dir) -> dict:
+    """Save each array as <dir>/<tensor name with unsafe characters replaced>.npy."""
+    import re
+
+    import numpy as np
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    used: set[str] = set()
+    for name, array in outputs.items():
+        stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".") or "output"
+        candidate, i = stem, 1
+        while candidate in used:
+            candidate, i = f"{stem}_{i}", i + 1
+        used.add(candidate)
+        path = out_dir / f"{candidate}.npy"
+        np.save(path, array)
+        paths[name] = path
+    return paths
+
+
+def summary_line(name: str, array) -> str:
+    import numpy as np
+
+    a = np.asarray(array)
+    shape = "x".join(str(d) for d in a.shape) or "scalar"
+    if a.size == 0:
+        return f"{name}: {a.dtype} {shape} (empty)"
+    f = a.astype(np.float64)
+    return (f"{name}: {a.dtype} {shape}  min {f.min():.6g}  max {f.max():.6g}  "
+            f"mean {f.mean():.6g}  std {f.std():.6g}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="nhwc-onnx")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""IR -> ONNX ModelProto, and atomic saving (with external data for models over 2 GB)."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from .. import __version__
+from ..errors import OutputPathError
+from ..ir import CORE, DIALECT, Graph, Model, Value
+from ..schemas import infer_shapes
+from .attributes import attribute_type, fill_attribute
+from .tensors import fill_tensor, fill_tensor_header, fill_type
+
+IR_VERSION = 8  # conservative: onnxruntime 1.31 refuses the IR 14 that onnx 1.23 writes
+DIALECT_OPSET_VERSION = 1
+DEFAULT_DOMAIN_OPSET = 17  # declared so onnx.checker knows which standard opset applies
+CORE_OPSET_VERSION = 1
+
+# Protobuf cannot serialize a message of 2 GiB or more; keep a margin for the graph itself.
+EXTERNAL_DATA_THRESHOLD = 2**31 - 2**26
+EXTERNAL_MIN_TENSOR_BYTES = 1024  # small tensors stay inline even in an external-data model
+EXTERNAL_ALIGNMENT = 64
+
+# metadata_props keys the serializer owns
+KEY_CONVERTER_VERSION = "converter_version"
+KEY_IO_PERMUTATIONS = "io_permutations"
+
+# (array, tensor proto) -> None: stores the array's bytes outside the model
+ExternalSink = Callable[[np.ndarray, TensorProto], None]
+
+
+def to_onnx(
+    model: Model,
+    domain: str = DIALECT,
+    weights_as_constants: bool = False,
+    external: ExternalSink | None = None,
+) -> onnx.ModelProto:
+    """The ONNX ModelProto of ``model`` (nodes are written in topological order).
+
+    Dialect nodes (IR domain ``nhwc`` or ``""``) are written in ``domain``; other domains are
+    kept. Weights become initializers, or ``Constant`` nodes with ``weights_as_constants``.
+    ``external`` (used by ``save``) receives tensors whose data goes to a side file.
+    """
+    graph = model.graph
+    graph.toposort()
+    proto = onnx.ModelProto()
+    proto.ir_version = IR_VERSION
+    proto.producer_name = model.producer_name or "nhwc-onnx"
+    proto.producer_version = __version__
+    if model.doc:
+        proto.doc_string = model.doc
+    proto.graph.name = graph.name or "graph"
+
+    constants = graph.constants()
+    used_domains = _write_weights(proto.graph, constants, domain, weights_as_constants, external)
+    used_domains |= _write_nodes(proto.graph, graph, domain)
+    _write_value_infos(proto.graph, model, constants)
+    for dom, version in _opset_imports(used_domains, domain):
+        opset = proto.opset_import.add()
+        opset.domain = dom
+        opset.version = version
+    for key, value in sorted(_metadata(model).items()):
+        entry = proto.metadata_props.add()
+        entry.key = key
+        entry.value = value
+    return proto
+
+
+def _write_weights(
+    gp: onnx.GraphProto, constants: list[Value], domain: str, as_constants: bool,
+    external: ExternalSink | None,
+) -> set[str]:
+    """Constants as initializers (filled in place) or as leading Constant nodes."""
+    if as_constants:
+        for v in constants:
+            node = gp.node.add()
+            node.op_type = "Constant"
+            node.domain = domain
+            node.name = v.name
+            node.output.append(v.name)
+            fill_attribute(node.attribute.add(), "value", v.const, onnx.AttributeProto.TENSOR,
+                           v.name)
+        return {domain} if constants else set()
+    for v in constants:
+        tensor = gp.initializer.add()
+        if external is not None and v.const.nbytes >= EXTERNAL_MIN_TENSOR_BYTES:
+            fill_tensor_header(tensor, v.const, v.name)
+            external(v.const, tensor)
+        else:
+            fill_tensor(tensor, v.const, v.name)
+    return set()
+
+
+def _write_nodes(gp: onnx.GraphProto, graph: Graph, domain: str) -> set[str]:
+    """Every node, attributes sorted by name; returns the operator domains used."""
+    used: set[str] = set()
+    for node in graph.nodes:
+        out_domain = domain if node.domain in (DIALECT, "") else node.domain
+        used.add(out_domain)
+        proto_node = gp.node.add()
+        proto_node.op_type = node.op
+        proto_node.domain = out_domain
+        proto_node.name = node.name
+        proto_node.input.extend("" if v is None else v.name for v in node.inputs)
+        proto_node.output.extend(v.name for v in node.outputs)
+        if node.doc:
+            proto_node.doc_string = node.doc
+        for name in sorted(node.attrs):
+            value = node.attrs[name]
+            attr_type = attribute_type(node.op, node.domain, name, value)
+            fill_attribute(proto_node.attribute.add(), name, value, attr_type, node.name)
+    return used
+
+
+def _write_value_infos(gp: onnx.GraphProto, model: Model, constants: list[Value]) -> None:
+    """Types of graph inputs and outputs, and of every other tensor whose shape is known."""
+    graph = model.graph
+    inferred = _inferred_shapes(model)
+    for v in graph.inputs:
+        _add_value_info(gp.input.add(), v, inferred)
+    for v in graph.outputs:
+        _add_value_info(gp.output.add(), v, inferred)
+    skip = {id(v) for v in (*graph.inputs, *graph.outputs, *constants)}
+    for v in graph.values():
+        if id(v) not in skip and (v.shape is not None or v.name in inferred):
+            _add_value_info(gp.value_info.add(), v, inferred)
+
+
+def _add_value_info(info: onnx.ValueInfoProto, v: Value, inferred: dict[str, tuple]) -> None:
+    info.name = v.name
+    shape = v.shape if v.shape is not None else inferred.get(v.name)
+    fill_type(info.type, v.dtype, shape, v.layout)
+
+
+def _inferred_shapes(model: Model) -> dict[str, tuple]:
+    """Shapes the dialect's inference gives (for value_info only; the IR is not changed).
+
+    onnx.checker requires a shape on every graph output, and Netron shows the others.
+    """
+    try:
+        return infer_shapes(model)
+    except Exception:  # noqa: BLE001  (a courtesy here: an invalid model must still be writable)
+        return {}
+
+
+def _opset_imports(used: set[str], dialect_domain: str) -> list[tuple[str, int]]:
+    versions = {"": DEFAULT_DOMAIN_OPSET}
+    for dom in used:
+        if dom == "":
+            continue
+        if dom == dialect_domain:
+            versions[dom] = DIALECT_OPSET_VERSION
+        elif dom == CORE:
+            versions[dom] = CORE_OPSET_VERSION
+        else:
+            versions[dom] = 1
+    if dialect_domain:
+        versions.setdefault(dialect_domain, DIALECT_OPSET_VERSION)
+    return sorted(versions.items())
+
+
+def _metadata(model: Model) -> dict[str, str]:
+    meta = {str(k): str(v) for k, v in model.metadata.items()}
+    meta.setdefault(KEY_CONVERTER_VERSION, __version__)
+    if model.io_permutations:
+        perms = {k: [int(i) for i in p] for k, p in model.io_permutations.items()}
+        meta[KEY_IO_PERMUTATIONS] = json.dumps(perms, sort_keys=True, separators=(",", ":"))
+    return meta
+
+
+def to_bytes(model: Model, domain: str = DIALECT, weights_as_constants: bool = False) -> bytes:
+    """Deterministic serialized bytes of ``model`` (all data inline)."""
+    proto = to_onnx(model, domain=domain, weights_as_constants=weights_as_constants)
+    return proto.SerializeToString(deterministic=True)
+
+
+def save(
+    model: Model,
+    path: str | os.PathLike,
+    domain: str = DIALECT,
+    weights_as_constants: bool = False,
+    external_threshold: int = EXTERNAL_DATA_THRESHOLD,
+) -> Path:
+    """Write ``model`` to ``path`` atomically; returns the path.
+
+    When the weights exceed ``external_threshold`` bytes they go to ``<name>.data`` next to the
+    model (ONNX external data, relative location). Nothing is left behind on failure and an
+    existing file at ``path`` stays untouched.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise OutputPathError(f"{path}: is a directory, expected a file name for the model")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    weight_bytes = sum(v.const.nbytes for v in model.graph.constants())
+    use_external = weight_bytes > external_threshold
+    if use_external and weights_as_constants:
+        raise OutputPathError(
+            f"{path}: weights of {weight_bytes / 2**30:.2f} GiB need ONNX external data, which "
+            "only initializers can use; save without weights_as_constants")
+    temps: list[Path] = []
+    try:
+        data_tmp = None
+        sink = None
+        if use_external:
+            data_tmp, sink = _external_sink(path, temps)
+        proto = to_onnx(model, domain=domain, weights_as_constants=weights_as_constants,
+                        external=sink)
+        if data_tmp is not None:
+            with data_tmp:
+                data_tmp.flush()
+                os.fsync(data_tmp.fileno())
+        model_tmp = _temp_file(path, temps)
+        with model_tmp:
+            model_tmp.write(proto.SerializeToString(deterministic=True))
+            model_tmp.flush()
+            os.fsync(model_tmp.fileno())
+        mode = _file_mode(path)
+        if data_tmp is not None:
+            os.chmod(data_tmp.name, mode)
+            os.replace(data_tmp.name, _data_path(path))
+        os.chmod(model_tmp.name, mode)
+        os.replace(model_tmp.name, path)
+    except BaseException:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _file_mode(path: Path) -> int:
+    """The mode a plain open() would give (temp files are created 0600)."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _data_path(path: Path) -> Path:
+    return path.with_name(path.name + ".data")
+
+
+def _temp_file(path: Path, temps: list[Path]):
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed by the caller)
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
+    )
+    temps.append(Path(handle.name))
+    return handle
+
+
+def _external_sink(path: Path, temps: list[Path]):
+    handle = _temp_file(_data_path(path), temps)
+    location = _data_path(path).name
+
+    def sink(array: np.ndarray, tensor: TensorProto) -> None:
+        offset = handle.tell()
+        pad = (-offset) % EXTERNAL_ALIGNMENT
+        if pad:
+            handle.write(b"\0" * pad)
+            offset += pad
+        arr = np.ascontiguousarray(array)
+        if arr.dtype.byteorder == ">":
+            arr = arr.astype(arr.dtype.newbyteorder("<"))
+        handle.write(memoryview(arr).cast("B"))
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", location), ("offset", str(offset)),
+                           ("length", str(arr.nbytes))):
+            entry = tensor.external_data.add()
+            entry.key = key
+            entry.value = value
+
+    return handle, sink

@@ -1,0 +1,60 @@
+"""Numeric comparison of two tensors, in the terms the report uses."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass
+class TensorComparison:
+    name: str
+    source_shape: list[int]
+    converted_shape: list[int]
+    max_abs_error: float
+    max_rel_error: float  # max |diff| / max |reference|: error relative to the output's scale
+    cosine: float
+    within: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare(
+    name: str, reference: np.ndarray, actual: np.ndarray, atol: float = 1e-4, rtol: float = 1e-4
+) -> TensorComparison:
+    """Pass when max|actual - reference| <= atol + rtol * max|reference|."""
+    ref = np.asarray(reference, dtype=np.float64)
+    act = np.asarray(actual, dtype=np.float64)
+    if ref.shape != act.shape:
+        return TensorComparison(name, list(ref.shape), list(act.shape), float("inf"),
+                                float("inf"), 0.0, False)
+    if ref.size == 0:
+        return TensorComparison(name, list(ref.shape), list(act.shape), 0.0, 0.0, 1.0, True)
+    finite = np.isfinite(ref) & np.isfinite(act)
+    same_nonfinite = bool(np.all((ref == act) | finite))
+    diff = np.abs(ref - act)
+    diff[~finite] = 0.0 if same_nonfinite else np.inf
+    max_abs = float(diff.max())
+    scale = float(np.abs(ref[finite]).max()) if finite.any() else 0.0
+    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
+    r = ref[finite].ravel()
+    a = act[finite].ravel()
+    denom = float(np.linalg.norm(r) * np.linalg.norm(a))
+    cosine = float(np.dot(r, a) / denom) if denom > 0 else (1.0 if max_abs == 0 else 0.0)
+    within = same_nonfinite and max_abs <= atol + rtol * scale
+    return TensorComparison(name, list(ref.shape), list(act.shape), max_abs, max_rel, cosine,
+                            within)
+
+
+def to_source_layout(array: np.ndarray, perm: list[int] | None) -> np.ndarray:
+    """Undo an I/O permutation (``perm`` maps source axes to ours: ours = src.transpose(perm))."""
+    if not perm:
+        return array
+    return np.transpose(array, np.argsort(perm))
+
+
+def to_converted_layout(array: np.ndarray, perm: list[int] | None) -> np.ndarray:
+    if not perm:
+        return array
+    return np.ascontiguousarray(np.transpose(array, perm))

@@ -1,0 +1,197 @@
+"""`nhwc-onnx ops` and `nhwc-onnx run`."""
+from __future__ import annotations
+
+import re
+import sys
+import types
+
+import numpy as np
+
+from nhwc_onnx.docs import frontend_registry
+from nhwc_onnx.frontends.base import OpRegistry
+from nhwc_onnx.schemas import DIALECT_OPS
+from nhwc_onnx.serialize import load
+
+# -- ops ----------------------------------------------------------------------------------------
+
+
+def test_ops_lists_every_dialect_op_with_attributes(invoke):
+    result = invoke("ops")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"{len(DIALECT_OPS.names())} ops in domain 'nhwc'")
+    listed = [line.split()[0] for line in lines[1:]]
+    assert listed == DIALECT_OPS.names()
+    conv = next(line for line in lines if line.split()[0] == "Conv")
+    assert 'pads: string = "VALID" in {"SAME", "VALID"}' in conv
+    assert "(X, W, B?) -> (Y)" in conv
+
+
+def test_ops_details_of_named_ops(invoke):
+    result = invoke("ops", "Pad", "Concat")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("Pad  (domain nhwc, layout class attribute)")
+    assert "pads: ints (required)" in result.stdout
+    assert "Concat  (domain nhwc" in result.stdout
+    assert "inputs...   " in result.stdout or "inputs..." in result.stdout
+
+
+def test_ops_unknown_name_is_a_usage_error(invoke):
+    result = invoke("ops", "Conv2D")
+    assert result.exit_code == 2
+    assert "not dialect op(s): Conv2D" in result.stderr
+
+
+def test_ops_framework_lists_the_frontend_registry(invoke, monkeypatch):
+    registry = OpRegistry("caffe")
+    registry.register("Convolution", doc="conv with explicit pads")(lambda *a: None)
+    registry.register("ReLU", "ReLU6")(lambda *a: None)
+    fake = types.ModuleType("nhwc_onnx.frontends.caffe")
+    fake.REGISTRY = registry
+    monkeypatch.setitem(sys.modules, "nhwc_onnx.frontends.caffe", fake)
+    result = invoke("ops", "--framework", "caffe")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "3 caffe op(s) supported:"
+    assert [line.split()[0] for line in lines[1:]] == ["Convolution", "ReLU", "ReLU6"]
+    assert "conv with explicit pads" in lines[1]
+
+
+def test_ops_framework_absent_frontend_says_so(invoke, monkeypatch):
+    monkeypatch.setitem(sys.modules, "nhwc_onnx.frontends.onnx", None)  # import fails
+    result = invoke("ops", "--framework", "onnx")
+    assert result.exit_code == 1
+    assert "the onnx frontend is not part of this version" in result.stderr
+    assert "Traceback" not in result.output
+    assert frontend_registry("no_such_framework") is None
+
+
+# -- run ----------------------------------------------------------------------------------------
+
+
+def _mlp_reference(model, x: np.ndarray) -> dict[str, np.ndarray]:
+    """Independent numpy formula of examples/mlp_constants.onnx."""
+    consts = {v.name: v.const.astype(np.float64) for v in model.graph.constants()}
+    flat = x.astype(np.float64).reshape(x.shape[0], -1)  # Flatten axis=1 on the NHWC tensor
+    fc1 = flat @ consts["fc1/W"].T + consts["fc1/B"]
+    leaky = np.where(fc1 >= 0, fc1, 0.1 * fc1)
+    fc2 = leaky @ consts["fc2/W"].T
+    return {"fc1": fc1, "scores": 1.0 / (1.0 + np.exp(-fc2))}
+
+
+def test_run_random_writes_npy_matching_a_numpy_formula(invoke, examples, tmp_path):
+    model_path = examples / "mlp_constants.onnx"
+    out = tmp_path / "out"
+    result = invoke("run", model_path, "--random", "--seed", "5", "--output-dir", out,
+                    "--intermediate", "fc1")
+    assert result.exit_code == 0, result.output
+    x = np.random.default_rng(5).standard_normal((2, 3, 2, 5)).astype(np.float32)
+    expected = _mlp_reference(load(model_path), x)
+    scores = np.load(out / "scores.npy")
+    fc1 = np.load(out / "fc1.npy")
+    assert scores.shape == (2, 4) and scores.dtype == np.float32
+    np.testing.assert_allclose(scores, expected["scores"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(fc1, expected["fc1"], rtol=1e-4, atol=1e-4)
+    assert "output scores: float32 2x4" in result.stdout
+    line = next(li for li in result.stdout.splitlines() if li.startswith("output scores"))
+    stats = re.search(r"min (\S+)  max (\S+)  mean (\S+)  std (\S+)", line).groups()
+    s = expected["scores"]
+    np.testing.assert_allclose([float(v) for v in stats], [s.min(), s.max(), s.mean(), s.std()],
+                               rtol=1e-4, atol=1e-5)
+    assert "input  x: float32 2x3x2x5" in result.stdout
+    assert f"-> {out / 'scores.npy'}" in result.stdout
+
+
+def test_run_with_input_files(invoke, examples, tmp_path):
+    model_path = examples / "mlp_constants.onnx"
+    x = np.random.default_rng(11).uniform(-3, 3, (2, 3, 2, 5)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = invoke("run", model_path, "--input", f"x={tmp_path / 'x.npy'}", "-o", tmp_path)
+    assert result.exit_code == 0, result.output
+    np.testing.assert_allclose(np.load(tmp_path / "scores.npy"),
+                               _mlp_reference(load(model_path), x)["scores"], rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_run_convnet_example_random(invoke, examples, tmp_path):
+    result = invoke("run", examples / "tiny_convnet.onnx", "--random", "-o", tmp_path)
+    assert result.exit_code == 0, result.output
+    probs = np.load(tmp_path / "probabilities.npy")
+    assert probs.shape == (1, 5)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)  # a softmax
+    assert (probs > 0).all()
+
+
+def test_run_default_output_dir(invoke, examples, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("run", examples / "pad_pool_concat.onnx", "--random")
+    assert result.exit_code == 0, result.output
+    assert np.load(tmp_path / "pad_pool_concat_outputs" / "upsample.npy").shape == (1, 12, 10, 6)
+
+
+def test_run_input_errors_are_clear(invoke, examples, tmp_path):
+    model_path = examples / "mlp_constants.onnx"
+    no_data = invoke("run", model_path, "-o", tmp_path)
+    assert no_data.exit_code == 2
+    assert "no data for input(s) x" in no_data.stderr
+    np.save(tmp_path / "x64.npy", np.zeros((2, 3, 2, 5)))
+    wrong_type = invoke("run", model_path, "--input", f"x={tmp_path / 'x64.npy'}")
+    assert wrong_type.exit_code == 2
+    assert "needs float32, the file holds float64" in wrong_type.stderr
+    np.save(tmp_path / "small.npy", np.zeros((2, 3, 2, 4), np.float32))
+    wrong_shape = invoke("run", model_path, "--input", f"x={tmp_path / 'small.npy'}")
+    assert wrong_shape.exit_code == 2
+    assert "needs shape (2, 3, 2, 5)" in wrong_shape.stderr
+    unknown = invoke("run", model_path, "--input", f"y={tmp_path / 'small.npy'}")
+    assert unknown.exit_code == 2 and "no input 'y' (inputs: x)" in unknown.stderr
+    malformed = invoke("run", model_path, "--input", "x")
+    assert malformed.exit_code == 2 and "expected NAME=FILE.npy" in malformed.stderr
+    (tmp_path / "bad.npy").write_bytes(b"not numpy")
+    unreadable = invoke("run", model_path, "--input", f"x={tmp_path / 'bad.npy'}")
+    assert unreadable.exit_code == 2 and "cannot be read as a .npy array" in unreadable.stderr
+    missing = invoke("run", model_path, "--random", "--intermediate", "nope", "-o", tmp_path)
+    assert missing.exit_code == 2 and "no tensor named 'nope'" in missing.stderr
+
+
+def test_run_refuses_an_invalid_model(invoke, examples, tmp_path):
+    result = invoke("run", examples / "invalid/broken.onnx", "--random", "-o", tmp_path)
+    assert result.exit_code == 1
+    assert "3 dialect rule violation(s)" in result.stderr
+    assert "node 'add_broadcast' (Add) [same-shape]" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_unreadable_model_exit_2(invoke, tmp_path):
+    (tmp_path / "m.onnx").write_bytes(b"\x08")
+    result = invoke("run", tmp_path / "m.onnx", "--random")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: {tmp_path / 'm.onnx'}: ")
+
+
+def test_run_without_onnxruntime_is_a_clear_exit_2(invoke, examples, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    result = invoke("run", examples / "mlp_constants.onnx", "--random", "-o", tmp_path)
+    assert result.exit_code == 2
+    assert "needs 'onnxruntime'" in result.stderr
+    assert "pip install 'nhwc-onnx[verify]'" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_debug_lets_the_traceback_through(invoke, examples, tmp_path):
+    from nhwc_onnx.errors import SchemaValidationError
+
+    result = invoke("--debug", "run", examples / "invalid/broken.onnx", "--random")
+    assert isinstance(result.exception, SchemaValidationError)
+
+
+def test_internal_errors_are_one_line_without_debug(invoke, examples, tmp_path, monkeypatch):
+    import nhwc_onnx.runtime
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(nhwc_onnx.runtime, "run", explode)
+    result = invoke("run", examples / "mlp_constants.onnx", "--random", "-o", tmp_path)
+    assert result.exit_code == 1
+    assert result.stderr.strip() == ("Error: internal error in nhwc-onnx (RuntimeError: boom); "
+                                     "rerun with --debug for the traceback")
