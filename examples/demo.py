@@ -1,7 +1,9 @@
-"""`make demo`: check every example model with nhwc-onnx, run the valid ones, print a summary.
+"""`make demo`: convert the example source models, check every dialect model, print a summary.
 
-Models directly in examples/ must be valid; models in examples/invalid/ are broken on purpose
-and must be reported invalid. The demo exits 0 when every model behaved as expected.
+The source models in examples/tf, examples/caffe and examples/onnx are converted with
+`--verify` (each must match its own framework's runtime) and the results checked. Dialect
+models directly in examples/ must be valid and run; models in examples/invalid/ are broken on
+purpose and must be reported invalid. The demo exits 0 when every model behaved as expected.
 """
 from __future__ import annotations
 
@@ -29,8 +31,30 @@ def _run(args: list[str]) -> int:
     return subprocess.run([*_command(), *args], cwd=REPO, check=False).returncode
 
 
+# (source, extra convert arguments) for each bundled source model.
+SOURCES = [
+    ("examples/tf/small_cnn.pb", []),
+    ("examples/caffe/tiny_net.prototxt", ["--weights", "examples/caffe/tiny_net.caffemodel"]),
+    ("examples/onnx/small_nchw.onnx", []),
+]
+
+
+def _convert_sources(out_root: Path) -> list[tuple[str, bool, str]]:
+    rows = []
+    for rel, extra in SOURCES:
+        out = out_root / (Path(rel).stem + ".nhwc.onnx")
+        code = _run(["convert", rel, "-o", str(out), "--verify", *extra])
+        checked = _run(["check", str(out)]) if code == 0 else None
+        ok = code == 0 and checked == 0
+        verdict = ("converted, matches the source runtime, passes check" if ok
+                   else f"UNEXPECTED (convert exit {code}, check exit {checked})")
+        rows.append((rel, ok, verdict))
+    return rows
+
+
 def main(argv: list[str]) -> int:
     out_root = Path(argv[1]) if len(argv) > 1 else REPO / "out" / "demo"
+    converted = _convert_sources(out_root)
     valid = sorted(HERE.glob("*.onnx"))
     invalid = sorted((HERE / "invalid").glob("*.onnx"))
     rows = []
@@ -46,6 +70,9 @@ def main(argv: list[str]) -> int:
 
     print("\nSummary")
     failures = 0
+    for rel, ok, verdict in converted:
+        failures += not ok
+        print(f"  {'ok ' if ok else 'BAD'} {rel:<34} {verdict}")
     for rel, expect_valid, check, run in rows:
         if expect_valid:
             ok = check == 0 and run == 0
@@ -56,7 +83,7 @@ def main(argv: list[str]) -> int:
                        else f"UNEXPECTED (check exit {check}, expected 1)")
         failures += not ok
         print(f"  {'ok ' if ok else 'BAD'} {rel:<34} {verdict}")
-    print(f"{len(rows)} example model(s), {failures} unexpected result(s); "
+    print(f"{len(rows) + len(converted)} example model(s), {failures} unexpected result(s); "
           f"outputs in {out_root}")
     return 1 if failures else 0
 

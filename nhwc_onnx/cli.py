@@ -76,9 +76,10 @@ def exit_code_of(exc: NhwcOnnxError) -> int:
 @click.option("--debug", is_flag=True, help="Debug logs, and tracebacks on errors.")
 @click.pass_context
 def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
-    """Check, list and run models of the NHWC ONNX dialect.
+    """Convert TensorFlow, Caffe and ONNX models to the NHWC ONNX dialect; check and run them.
 
-    Exit codes: 0 ok, 1 invalid model, 2 unreadable input or missing runtime.
+    Exit codes: 0 ok, 1 invalid model or unsupported op, 2 unreadable input or missing runtime,
+    3 verification failed.
     """
     verbosity = -1 if quiet else verbose
     ctx.obj = Settings(verbosity=verbosity, debug=debug)
@@ -324,6 +325,15 @@ def summary_line(name: str, array) -> str:
     f = a.astype(np.float64)
     return (f"{name}: {a.dtype} {shape}  min {f.min():.6g}  max {f.max():.6g}  "
             f"mean {f.mean():.6g}  std {f.std():.6g}")
+
+
+def _register_source_commands() -> None:
+    from .cli_convert import register
+
+    register(cli)
+
+
+_register_source_commands()
 
 
 def main() -> None:

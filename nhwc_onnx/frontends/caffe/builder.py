@@ -1,0 +1,160 @@
+"""Graph building state shared by the Caffe converters.
+
+Caffe blobs are mutable (an in-place layer writes its result back into its bottom blob);
+the IR wants single assignment. The builder keeps, per blob name, the Value holding the
+blob's latest version; an in-place layer's output gets a new Value named after the layer,
+and every Value remembers its blob in ``meta["source_name"]`` so a verifier can match them.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import InvalidModelError
+from ...ir import Graph, Node, Value
+from . import caffe_pb2 as pb
+from .weights import WeightSource
+
+
+class CaffeBuilder:
+    def __init__(self, graph: Graph, weights: WeightSource,
+                 input_shapes: dict[str, list[int]] | None = None, batch: int | None = None):
+        self.graph = graph
+        self.weights = weights
+        self.input_shapes = dict(input_shapes or {})  # user overrides, by blob name
+        self.batch = batch
+        self.preprocessing: list[dict[str, Any]] = []  # Data layers' transform_param
+        self.blobs: dict[str, Value] = {}  # blob name -> latest version
+        self.consumed: set[int] = set()  # ids of Values read by some layer
+        self.produced: list[Value] = []  # layer outputs in creation order
+        self._value_names: set[str] = set()
+        self._versions: dict[str, int] = {}
+
+    # -- blobs ------------------------------------------------------------------------------
+    def bottoms(self, layer: pb.LayerParameter) -> list[Value]:
+        values = []
+        for name in layer.bottom:
+            value = self.blobs.get(name)
+            if value is None:
+                raise InvalidModelError(
+                    f"layer '{layer.name}' ({layer.type}) reads blob '{name}', which no "
+                    "earlier layer or input produces")
+            self.consumed.add(id(value))
+            values.append(value)
+        return values
+
+    def resolve_input_shape(self, name: str, declared: Sequence[int] | None,
+                            where: str) -> tuple[int, ...]:
+        """The shape of input blob ``name``: the user's override, else the declared one."""
+        shape = self.input_shapes.get(name)
+        if shape is None:
+            shape = declared
+        if not shape:
+            raise InvalidModelError(
+                f"input '{name}' ({where}) has no shape; pass one with --input-shape "
+                f"{name}:1,3,224,224 (input_shapes={{'{name}': [...]}})")
+        shape = [int(d) for d in shape]
+        if self.batch is not None and shape:
+            shape[0] = int(self.batch)
+        if any(d <= 0 for d in shape) or any(d > 1 << 31 for d in shape):
+            raise InvalidModelError(f"input '{name}' has an invalid shape {shape}")
+        return tuple(shape)
+
+    def define_input(self, name: str, shape: Sequence[int]) -> Value:
+        layout = "NCHW" if len(shape) == 4 else None
+        value = Value(self._fresh_name(name), "float32", shape, layout)
+        value.meta["source_name"] = name
+        self.graph.add_input(value)
+        self.blobs[name] = value
+        return value
+
+    def _fresh_name(self, base: str) -> str:
+        name = base or "blob"
+        i = 0
+        while name in self._value_names:
+            i += 1
+            name = f"{base}_{i}"
+        self._value_names.add(name)
+        return name
+
+    def top_value(self, layer: pb.LayerParameter, index: int, shape: Sequence[int]) -> Value:
+        """A fresh Value for top ``index`` of ``layer`` (not yet bound to the blob)."""
+        top = layer.top[index]
+        in_place = top in layer.bottom or top in self.blobs
+        base = top
+        if in_place:
+            base = layer.name if len(layer.top) == 1 else f"{layer.name}:{index}"
+        value = Value(self._fresh_name(base), "float32", shape)
+        value.meta["source_name"] = top
+        value.meta["source_layer"] = layer.name
+        version = self._versions.get(top, -1) + 1
+        value.meta["source_version"] = version
+        return value
+
+    def bind(self, layer: pb.LayerParameter, values: Sequence[Value]) -> None:
+        """Make ``values`` the latest versions of the layer's tops."""
+        if len(values) != len(layer.top):
+            raise InvalidModelError(
+                f"layer '{layer.name}' ({layer.type}) has {len(layer.top)} top(s), "
+                f"expected {len(values)}")
+        for top, value in zip(layer.top, values):
+            self._versions[top] = value.meta.get("source_version", 0)
+            self.blobs[top] = value
+            self.produced.append(value)
+
+    # -- nodes ------------------------------------------------------------------------------
+    def node(
+        self,
+        layer: pb.LayerParameter,
+        op: str,
+        inputs: Sequence[Value | None],
+        attrs: dict[str, Any] | None = None,
+        shape: Sequence[int] | None = None,
+        out: Value | None = None,
+        part: str = "",
+        outputs: Sequence[Value] | None = None,
+    ) -> Value:
+        """Add a core node for ``layer``.
+
+        The layer's final node passes ``out`` (its top Value) and is named after the layer;
+        helper nodes pass ``part`` and are named "<layer>.<part>", as are their outputs.
+        """
+        if outputs is None:
+            if out is None:
+                out = Value(self._fresh_name(f"{layer.name}.{part or op.lower()}"), "float32",
+                            shape)
+            outputs = [out]
+        name = layer.name if not part else f"{layer.name}.{part}"
+        node = Node(op, list(inputs), list(outputs), attrs, name=name, doc=layer.type)
+        self.graph.add_node(node)
+        return outputs[0]
+
+    def const(self, layer: pb.LayerParameter, array: np.ndarray, what: str) -> Value:
+        array = np.asarray(array)
+        value = Value(self._fresh_name(f"{layer.name}.{what}"), const=array)
+        return value
+
+    def shape_const(self, layer: pb.LayerParameter, dims: Sequence[int], what: str) -> Value:
+        return self.const(layer, np.asarray(list(dims), dtype=np.int64), what)
+
+    def finish(self) -> None:
+        """Reserve every value name so later passes never reuse one."""
+        for name in self._value_names:
+            self.graph.reserve_name(name)
+
+
+def shape_of(value: Value) -> tuple[int, ...]:
+    if value.shape is None or any(not isinstance(d, int) for d in value.shape):
+        raise InvalidModelError(f"blob '{value.name}' has no static shape")
+    return tuple(value.shape)
+
+
+def canonical_axis(axis: int, rank: int, layer: pb.LayerParameter, what: str = "axis") -> int:
+    a = axis + rank if axis < 0 else axis
+    if not 0 <= a < rank:
+        raise InvalidModelError(
+            f"layer '{layer.name}' ({layer.type}): {what} {axis} is out of range for a "
+            f"{rank}-D input")
+    return a

@@ -1,0 +1,221 @@
+"""Convolution, deconvolution, pooling and inner product."""
+from __future__ import annotations
+
+import math
+
+from ...errors import InvalidModelError
+from . import caffe_pb2 as pb
+from .builder import CaffeBuilder, canonical_axis, shape_of
+from .registry import converter
+from .weights import BlobSpec
+
+
+def _pair(values, h_field_set: bool, h: int, w: int, default: int, what: str,
+          layer: pb.LayerParameter) -> tuple[int, int]:
+    """Caffe's rule: explicit *_h/*_w win; else one value (both) or two values (h, w)."""
+    if h_field_set:
+        return int(h), int(w)
+    values = list(values)
+    if not values:
+        return default, default
+    if len(values) == 1:
+        return int(values[0]), int(values[0])
+    if len(values) == 2:
+        return int(values[0]), int(values[1])
+    raise InvalidModelError(
+        f"layer '{layer.name}' ({layer.type}): {len(values)} {what} values; only 2-D "
+        "spatial layers are supported")
+
+
+def conv_geometry(layer: pb.LayerParameter, p) -> dict:
+    kernel = _pair(p.kernel_size, p.HasField("kernel_h") or p.HasField("kernel_w"),
+                   p.kernel_h, p.kernel_w, 0, "kernel_size", layer)
+    stride = _pair(p.stride, p.HasField("stride_h") or p.HasField("stride_w"),
+                   p.stride_h, p.stride_w, 1, "stride", layer)
+    pad = _pair(p.pad, p.HasField("pad_h") or p.HasField("pad_w"), p.pad_h, p.pad_w, 0,
+                "pad", layer)
+    if min(kernel) <= 0:
+        raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no kernel size")
+    if min(stride) <= 0:
+        raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has a zero stride")
+    return {"kernel": kernel, "stride": stride, "pad": pad}
+
+
+def _check_conv(layer: pb.LayerParameter) -> str | None:
+    p = layer.convolution_param
+    if p.axis != 1:
+        return f"convolution over axis {p.axis} (only axis 1, channels of NCHW, is supported)"
+    if len(p.kernel_size) > 2 or len(p.stride) > 2 or len(p.pad) > 2 or len(p.dilation) > 2:
+        return "N-D convolution (only 2-D is supported)"
+    if len(layer.bottom) != len(layer.top):
+        return "bottom and top counts differ"
+    return None
+
+
+def _conv_common(b: CaffeBuilder, layer: pb.LayerParameter, transpose: bool) -> None:
+    p = layer.convolution_param
+    geo = conv_geometry(layer, p)
+    dil = _pair(p.dilation, False, 0, 0, 1, "dilation", layer)
+    (kh, kw), (sh, sw), (ph, pw) = geo["kernel"], geo["stride"], geo["pad"]
+    outs = []
+    for idx, x in enumerate(b.bottoms(layer)):
+        n, c, h, w = _nchw(x, layer)
+        m = int(p.num_output)
+        group = int(p.group)
+        if layer.type in ("ConvolutionDepthwise", "DepthwiseConvolution"):
+            if m != c:
+                raise InvalidModelError(
+                    f"layer '{layer.name}' ({layer.type}): depthwise convolution with "
+                    f"num_output {m} != {c} input channels")
+            group = c
+        if group <= 0 or c % group or m % group:
+            raise InvalidModelError(
+                f"layer '{layer.name}' ({layer.type}): group {group} does not divide "
+                f"{c} input and {m} output channels")
+        if transpose:
+            wshape = (c, m // group, kh, kw)
+            fan_in = c * kh * kw // group
+            oh = sh * (h - 1) + dil[0] * (kh - 1) + 1 - 2 * ph
+            ow = sw * (w - 1) + dil[1] * (kw - 1) + 1 - 2 * pw
+        else:
+            wshape = (m, c // group, kh, kw)
+            fan_in = c // group * kh * kw
+            oh = (h + 2 * ph - (dil[0] * (kh - 1) + 1)) // sh + 1
+            ow = (w + 2 * pw - (dil[1] * (kw - 1) + 1)) // sw + 1
+        if oh <= 0 or ow <= 0:
+            raise InvalidModelError(
+                f"layer '{layer.name}' ({layer.type}): output size {oh}x{ow} from input "
+                f"{h}x{w} is empty")
+        # Weights are read once and shared by every bottom (Caffe shares them too).
+        if idx == 0:
+            specs = [BlobSpec(wshape, "weight", fan_in)]
+            if p.bias_term:
+                specs.append(BlobSpec((m,), "bias"))
+            blobs = b.weights.blobs(layer, specs)
+            wv = b.const(layer, blobs[0], "weight")
+            bv = b.const(layer, blobs[1], "bias") if p.bias_term else None
+        attrs = {
+            "kernel_shape": [kh, kw], "strides": [sh, sw], "dilations": list(dil),
+            "group": group, "pads": [ph, pw, ph, pw], "data_format": "NCHW",
+            "weight_layout": "IOHW" if transpose else "OIHW",
+        }
+        top = b.top_value(layer, idx, (n, m, oh, ow))
+        inputs = [x, wv] + ([bv] if bv is not None else [])
+        part = "" if idx == 0 else f"bottom{idx}"
+        if part:
+            b.node(layer, "ConvTranspose" if transpose else "Conv", inputs, attrs, out=top,
+                   part=part)
+        else:
+            b.node(layer, "ConvTranspose" if transpose else "Conv", inputs, attrs, out=top)
+        outs.append(top)
+    b.bind(layer, outs)
+
+
+def _nchw(x, layer) -> tuple[int, int, int, int]:
+    shape = shape_of(x)
+    if len(shape) != 4:
+        raise InvalidModelError(
+            f"layer '{layer.name}' ({layer.type}) needs a 4-D NCHW input, got shape {list(shape)}")
+    return shape
+
+
+@converter("Convolution", "ConvolutionDepthwise", "DepthwiseConvolution", check=_check_conv,
+           doc="Conv (group, dilation, per-axis pads/strides), weights OIHW")
+def convert_convolution(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
+    _conv_common(b, layer, transpose=False)
+
+
+@converter("Deconvolution", check=_check_conv, doc="ConvTranspose, weights IOHW")
+def convert_deconvolution(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
+    _conv_common(b, layer, transpose=True)
+
+
+def _check_pooling(layer: pb.LayerParameter) -> str | None:
+    p = layer.pooling_param
+    if p.pool == pb.PoolingParameter.STOCHASTIC:
+        return "STOCHASTIC pooling (random at training, a weighted sum at test) is not supported"
+    if len(layer.top) != 1:
+        return "pooling with a mask top (max-unpooling indices) is not supported"
+    return None
+
+
+@converter("Pooling", check=_check_pooling,
+           doc="MaxPool/AveragePool (ceil or floor rounding, Caffe AVE counting), global pools")
+def convert_pooling(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
+    p = layer.pooling_param
+    (x,) = _one_bottom(b, layer)
+    n, c, h, w = _nchw(x, layer)
+    is_max = p.pool == pb.PoolingParameter.MAX
+    if p.global_pooling:
+        top = b.top_value(layer, 0, (n, c, 1, 1))
+        b.node(layer, "GlobalMaxPool" if is_max else "GlobalAveragePool", [x],
+               {"data_format": "NCHW"}, out=top)
+        b.bind(layer, [top])
+        return
+    geo = conv_geometry(layer, p)
+    (kh, kw), (sh, sw), (ph, pw) = geo["kernel"], geo["stride"], geo["pad"]
+    if ph >= kh or pw >= kw:
+        raise InvalidModelError(
+            f"layer '{layer.name}' (Pooling): pad {ph, pw} must be smaller than kernel {kh, kw}")
+    ceil = p.round_mode == pb.PoolingParameter.CEIL and p.ceil_mode
+    oh, ow = (_pool_out(h, kh, sh, ph, ceil), _pool_out(w, kw, sw, pw, ceil))
+    if oh <= 0 or ow <= 0:
+        raise InvalidModelError(
+            f"layer '{layer.name}' (Pooling): kernel {kh}x{kw} is larger than the padded "
+            f"input {h}x{w}")
+    attrs = {"kernel_shape": [kh, kw], "strides": [sh, sw], "pads": [ph, pw, ph, pw],
+             "ceil_mode": 1 if ceil else 0, "data_format": "NCHW"}
+    if not is_max:
+        attrs["count_include_pad"] = 1  # Caffe divides by the window clipped to input + pad
+    top = b.top_value(layer, 0, (n, c, oh, ow))
+    b.node(layer, "MaxPool" if is_max else "AveragePool", [x], attrs, out=top)
+    b.bind(layer, [top])
+
+
+def _pool_out(size: int, k: int, s: int, pad: int, ceil: bool) -> int:
+    span = size + 2 * pad - k
+    if span < 0:
+        return 0
+    if not ceil:
+        return span // s + 1
+    out = math.ceil(span / s) + 1
+    if pad > 0 and (out - 1) * s >= size + pad:
+        out -= 1  # the last window must start inside the input (or the begin pad)
+    return out
+
+
+def _one_bottom(b: CaffeBuilder, layer: pb.LayerParameter):
+    xs = b.bottoms(layer)
+    if len(xs) != 1:
+        raise InvalidModelError(
+            f"layer '{layer.name}' ({layer.type}) needs exactly 1 bottom, got {len(xs)}")
+    return xs
+
+
+@converter("InnerProduct", doc="Flatten(axis) + Gemm (transB unless transpose)")
+def convert_inner_product(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
+    p = layer.inner_product_param
+    (x,) = _one_bottom(b, layer)
+    shape = shape_of(x)
+    axis = canonical_axis(p.axis, len(shape), layer)
+    k = int(math.prod(shape[axis:]))
+    rows = int(math.prod(shape[:axis]))
+    m = int(p.num_output)
+    wshape = (k, m) if p.transpose else (m, k)
+    specs = [BlobSpec(wshape, "weight", k)] + ([BlobSpec((m,), "bias")] if p.bias_term else [])
+    blobs = b.weights.blobs(layer, specs)
+    flat = x
+    if len(shape) != 2 or axis != 1:
+        flat = b.node(layer, "Flatten", [x], {"axis": axis}, shape=(rows, k), part="flatten")
+    inputs = [flat, b.const(layer, blobs[0], "weight")]
+    if p.bias_term:
+        inputs.append(b.const(layer, blobs[1], "bias"))
+    attrs = {"transB": 0 if p.transpose else 1}
+    out_shape = tuple(shape[:axis]) + (m,)
+    top = b.top_value(layer, 0, out_shape)
+    if axis == 1:
+        b.node(layer, "Gemm", inputs, attrs, out=top)
+    else:  # keep the leading axes Caffe keeps
+        y = b.node(layer, "Gemm", inputs, attrs, shape=(rows, m), part="gemm")
+        b.node(layer, "Reshape", [y, b.shape_const(layer, out_shape, "shape")], out=top)
+    b.bind(layer, [top])

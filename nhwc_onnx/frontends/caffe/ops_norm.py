@@ -1,0 +1,116 @@
+"""BatchNorm, Scale and Bias."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import InvalidModelError
+from ...ir import Value
+from . import caffe_pb2 as pb
+from .builder import CaffeBuilder, canonical_axis, shape_of
+from .ops_conv import _one_bottom
+from .registry import converter
+from .weights import BlobSpec
+
+
+def _check_batchnorm(layer: pb.LayerParameter) -> str | None:
+    p = layer.batch_norm_param
+    if p.HasField("use_global_stats") and not p.use_global_stats:
+        return ("use_global_stats: false normalises with the statistics of the current batch; "
+                "only stored statistics are supported")
+    return None
+
+
+@converter("BatchNorm", check=_check_batchnorm,
+           doc="BatchNormalization with stored mean/var divided by the scale factor")
+def convert_batchnorm(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
+    (x,) = _one_bottom(b, layer)
+    shape = shape_of(x)
+    if len(shape) < 2:
+        raise InvalidModelError(f"layer '{layer.name}' (BatchNorm) needs an input of rank >= 2")
+    c = shape[1]
+    mean, var, factor = b.weights.blobs(
+        layer, [BlobSpec((c,), "mean"), BlobSpec((c,), "var"), BlobSpec((1,), "scale_factor")])
+    # Caffe stores running sums; the statistics are sum / factor, with 0 meaning "no scaling".
+    f = float(factor.reshape(-1)[0])
+    inv = np.float32(0.0 if f == 0.0 else 1.0 / f)
+    top = b.top_value(layer, 0, shape)
+    inputs = [
+        x,
+        b.const(layer, np.ones(c, np.float32), "scale"),
+        b.const(layer, np.zeros(c, np.float32), "B"),
+        b.const(layer, (mean * inv).astype(np.float32), "mean"),
+        b.const(layer, (var * inv).astype(np.float32), "var"),
+    ]
+    b.node(layer, "BatchNormalization", inputs,
+           {"epsilon": float(layer.batch_norm_param.eps), "axis": 1}, out=top)
+    b.bind(layer, [top])
+
+
+def _param_shape(shape: tuple[int, ...], axis: int, num_axes: int, layer) -> tuple[int, ...]:
+    if num_axes == -1:
+        return tuple(shape[axis:])
+    if num_axes < 0 or axis + num_axes > len(shape):
+        raise InvalidModelError(
+            f"layer '{layer.name}' ({layer.type}): num_axes {num_axes} from axis {axis} does "
+            f"not fit a {len(shape)}-D input")
+    return tuple(shape[axis:axis + num_axes])
+
+
+def _broadcast_shape(rank: int, axis: int, pshape: tuple[int, ...]) -> tuple[int, ...]:
+    """Place a parameter covering axes [axis, axis+len) in a rank-``rank`` shape of ones."""
+    return (1,) * axis + tuple(pshape) + (1,) * (rank - axis - len(pshape))
+
+
+def _affine(b: CaffeBuilder, layer: pb.LayerParameter, multiply: bool) -> None:
+    p = layer.scale_param if multiply else layer.bias_param
+    xs = b.bottoms(layer)
+    if not 1 <= len(xs) <= 2:
+        raise InvalidModelError(
+            f"layer '{layer.name}' ({layer.type}) needs 1 or 2 bottoms, got {len(xs)}")
+    x = xs[0]
+    shape = shape_of(x)
+    rank = len(shape)
+    axis = canonical_axis(p.axis, rank, layer) if rank else 0
+    bias_term = multiply and p.bias_term
+    specs: list[BlobSpec] = []
+    if len(xs) == 2:
+        other_shape = shape_of(xs[1])
+        if tuple(shape[axis:axis + len(other_shape)]) != tuple(other_shape) and other_shape:
+            raise InvalidModelError(
+                f"layer '{layer.name}' ({layer.type}): second bottom shape {list(other_shape)} "
+                f"does not match input axes from {axis} of {list(shape)}")
+        pshape = tuple(other_shape)
+    else:
+        pshape = _param_shape(shape, axis, int(p.num_axes), layer)
+        specs.append(BlobSpec(pshape, "gamma" if multiply else "beta"))
+    if bias_term:
+        specs.append(BlobSpec(pshape, "beta"))
+    blobs = b.weights.blobs(layer, specs) if specs else []
+    bshape = _broadcast_shape(rank, axis, pshape)
+    if len(xs) == 2:
+        factor: Value = xs[1]
+        if tuple(other_shape) != bshape:
+            factor = b.node(layer, "Reshape", [xs[1], b.shape_const(layer, bshape, "shape")],
+                            shape=bshape, part="reshape")
+        bias = b.const(layer, blobs[0].reshape(bshape), "bias") if bias_term else None
+    else:
+        factor = b.const(layer, blobs[0].reshape(bshape), "scale" if multiply else "bias")
+        bias = b.const(layer, blobs[1].reshape(bshape), "bias") if bias_term else None
+    top = b.top_value(layer, 0, shape)
+    op = "Mul" if multiply else "Add"
+    if bias is None:
+        b.node(layer, op, [x, factor], out=top)
+    else:
+        y = b.node(layer, "Mul", [x, factor], shape=shape, part="mul")
+        b.node(layer, "Add", [y, bias], out=top)
+    b.bind(layer, [top])
+
+
+@converter("Scale", doc="Mul by channel-shaped constants (or a second bottom), optional Add")
+def convert_scale(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
+    _affine(b, layer, multiply=True)
+
+
+@converter("Bias", doc="Add of a broadcast constant (or a second bottom)")
+def convert_bias(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
+    _affine(b, layer, multiply=False)

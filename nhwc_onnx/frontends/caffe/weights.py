@@ -1,0 +1,122 @@
+"""Where layer weights come from: a .caffemodel (matched by layer name), blobs written in the
+prototxt itself, or seeded random values for converting a bare prototxt (``--weights random``).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import InvalidModelError
+from . import caffe_pb2 as pb
+from .wire import StoredLayer, read_caffemodel
+
+
+@dataclass(frozen=True)
+class BlobSpec:
+    """The blob a converter expects: its shape and what it means (for random values)."""
+
+    shape: tuple[int, ...]
+    kind: str = "weight"  # weight | bias | mean | var | scale_factor | gamma | beta | slope
+    fan_in: int = 1
+
+
+def _same_up_to_ones(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    return tuple(d for d in a if d != 1) == tuple(d for d in b if d != 1)
+
+
+class WeightSource:
+    def __init__(self, stored: list[StoredLayer] | None, origin: str, seed: int = 0,
+                 random: bool = False):
+        self.origin = origin
+        self.random = random
+        self.rng = np.random.default_rng(seed)
+        self.by_name: dict[str, StoredLayer] = {}
+        for layer in stored or []:
+            self.by_name[layer.name] = layer  # a later copy wins, as in Caffe
+        self.generated: dict[str, list[np.ndarray]] = {}  # what random mode produced
+        self.used: set[str] = set()
+
+    @classmethod
+    def from_option(cls, weights: str | None, seed: int) -> WeightSource:
+        if weights == "random":
+            return cls(None, "random weights", seed, random=True)
+        if weights:
+            return cls(read_caffemodel(weights), os.fspath(weights))
+        return cls(None, "")
+
+    def blobs(self, layer: pb.LayerParameter, specs: list[BlobSpec]) -> list[np.ndarray]:
+        """The layer's blobs as float32 arrays of exactly the expected shapes."""
+        if self.random:
+            earlier = self.generated.get(layer.name)
+            if earlier is not None and [a.shape for a in earlier] == [s.shape for s in specs]:
+                return earlier  # layers sharing a name share weights, as a caffemodel would
+            arrays = [self._random(spec) for spec in specs]
+            self.generated[layer.name] = arrays
+            return arrays
+        if layer.name in self.by_name:
+            stored = self.by_name[layer.name].blobs
+            where = self.origin
+        elif layer.blobs:
+            stored = [_blob_from_proto(b) for b in layer.blobs]
+            where = "the prototxt"
+        elif not self.origin:
+            raise InvalidModelError(
+                f"layer '{layer.name}' ({layer.type}) needs weights: pass a .caffemodel with "
+                "--weights, or --weights random to check convertibility")
+        else:
+            raise InvalidModelError(
+                f"layer '{layer.name}' ({layer.type}) has no weights in {where_of(self.origin)}"
+                f" (the caffemodel does not match this prototxt)")
+        self.used.add(layer.name)
+        if len(stored) != len(specs):
+            raise InvalidModelError(
+                f"layer '{layer.name}' ({layer.type}) has {len(stored)} blob(s) in {where}, "
+                f"the prototxt implies {len(specs)}")
+        out = []
+        for i, (blob, spec) in enumerate(zip(stored, specs)):
+            shape = tuple(int(d) for d in blob.shape)
+            if shape != spec.shape:
+                if blob.size != int(np.prod(spec.shape)) or not _same_up_to_ones(shape, spec.shape):
+                    raise InvalidModelError(
+                        f"layer '{layer.name}' ({layer.type}) blob {i} has shape {list(shape)} "
+                        f"in {where}, the prototxt implies {list(spec.shape)}")
+                blob = blob.reshape(spec.shape)
+            out.append(blob if blob.dtype == np.float32 else blob.astype(np.float32))
+        return out
+
+    def _random(self, spec: BlobSpec) -> np.ndarray:
+        rng, shape = self.rng, spec.shape
+        if spec.kind == "weight":
+            a = rng.standard_normal(shape, dtype=np.float32)
+            a *= np.float32(np.sqrt(2.0 / max(spec.fan_in, 1)))
+        elif spec.kind in ("bias", "beta", "mean"):
+            a = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.1)
+        elif spec.kind == "var" or spec.kind == "gamma":
+            a = rng.uniform(0.5, 1.5, shape)
+        elif spec.kind == "slope":
+            a = rng.uniform(0.0, 0.5, shape)
+        elif spec.kind == "scale_factor":
+            a = np.ones(shape)
+        else:
+            a = rng.standard_normal(shape, dtype=np.float32)
+        return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def where_of(origin: str) -> str:
+    return origin or "the prototxt"
+
+
+def _blob_from_proto(blob: pb.BlobProto) -> np.ndarray:
+    if blob.HasField("shape"):
+        shape = [int(d) for d in blob.shape.dim]
+    elif blob.num or blob.channels or blob.height or blob.width:
+        shape = [blob.num, blob.channels, blob.height, blob.width]
+    else:
+        shape = [len(blob.data) or len(blob.double_data)]
+    data = np.asarray(blob.data if len(blob.data) else blob.double_data, dtype=np.float32)
+    if data.size != int(np.prod(shape)):
+        raise InvalidModelError(
+            f"a blob in the prototxt declares shape {shape} but holds {data.size} values")
+    return data.reshape(shape)

@@ -1,0 +1,175 @@
+"""What a converter sees of one ONNX node, and how it emits core nodes.
+
+Converters receive a ``NodeCtx``: the node's resolved operator version (``ctx.version`` is the
+``since_version`` of the schema the model's opset import selects), its attributes as plain Python
+values, its inputs as IR Values, and ``ctx.const(i)`` which returns an input's value when it is
+constant: an initializer, a Constant node, or a shape computation whose result depends only on
+static shapes (folded here only because a core attribute needs the number).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ...errors import InvalidAttributeError
+from ...ir import CORE, Node, Value
+
+if TYPE_CHECKING:
+    from .importer import OnnxImporter
+
+
+# Attributes without effect on inference results (training, legacy bookkeeping).
+IGNORED_ATTRIBUTES = frozenset({"consumed_inputs", "is_test", "momentum", "storage_order",
+                                "seed", "saturate"})
+
+
+class Refused(InvalidAttributeError):
+    """A node the frontend cannot convert exactly; the message is the reason."""
+
+
+def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:
+    """Attributes as Python values: str for strings, ndarray for tensors."""
+    out: dict[str, Any] = {}
+    for attr in node.attribute:
+        value = onnx.helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        elif isinstance(value, onnx.TensorProto):
+            value = numpy_helper.to_array(value)
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode("utf-8", errors="replace") for v in value]
+        out[attr.name] = value
+    return out
+
+
+class NodeCtx:
+    def __init__(self, importer: OnnxImporter, proto: onnx.NodeProto, name: str, version: int):
+        self.importer = importer
+        self.proto = proto
+        self.name = name
+        self.op = proto.op_type
+        self.version = version
+        self.attrs = attribute_values(proto)
+        self.read_attrs: set[str] = set()
+
+    # -- reading ----------------------------------------------------------------------------
+    @property
+    def input_names(self) -> list[str]:
+        return list(self.proto.input)
+
+    def has_input(self, index: int) -> bool:
+        return index < len(self.proto.input) and self.proto.input[index] != ""
+
+    def input(self, index: int) -> Value | None:
+        if not self.has_input(index):
+            return None
+        return self.importer.value(self.proto.input[index])
+
+    def inputs(self) -> list[Value | None]:
+        return [self.input(i) for i in range(len(self.proto.input))]
+
+    def require_input(self, index: int, what: str) -> Value:
+        value = self.input(index)
+        if value is None:
+            raise Refused(f"input {index} ({what}) is missing")
+        return value
+
+    def const(self, index: int) -> np.ndarray | None:
+        """The input's value if it is constant (folding shape-only subgraphs), else None."""
+        if not self.has_input(index):
+            return None
+        return self.importer.fold(self.proto.input[index])
+
+    def require_const(self, index: int, what: str) -> np.ndarray:
+        if not self.has_input(index):
+            raise Refused(f"input {index} ({what}) is missing")
+        value = self.const(index)
+        if value is None:
+            raise Refused(
+                f"input '{self.proto.input[index]}' ({what}) must be a constant or computable "
+                "from static shapes, but it depends on runtime data"
+            )
+        return value
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        self.read_attrs.add(name)
+        return self.attrs.get(name, default)
+
+    def unread_attributes(self) -> list[str]:
+        """Attributes the converter never looked at: their meaning would be silently lost."""
+        return sorted(set(self.attrs) - self.read_attrs - IGNORED_ATTRIBUTES)
+
+    def shape(self, index: int) -> tuple | None:
+        """Static shape of an input as ONNX shape inference sees it (None: unknown)."""
+        if not self.has_input(index):
+            return None
+        return self.importer.static_shape(self.proto.input[index])
+
+    def rank(self, index: int) -> int | None:
+        shape = self.importer.known_rank_shape(self.proto.input[index]) if self.has_input(
+            index) else None
+        return None if shape is None else len(shape)
+
+    def is_used(self, tensor: str) -> bool:
+        """Whether any node or graph output reads this tensor."""
+        return tensor in self.importer.used_names
+
+    def refuse(self, reason: str) -> None:
+        raise Refused(reason)
+
+    # -- writing ----------------------------------------------------------------------------
+    @property
+    def outputs(self) -> list[Value]:
+        return [self.importer.value(n) for n in self.proto.output if n]
+
+    def output(self, index: int = 0) -> Value:
+        return self.importer.value(self.proto.output[index])
+
+    def emit(
+        self,
+        op: str,
+        inputs: Sequence[Value | None],
+        attrs: dict[str, Any] | None = None,
+        outputs: Sequence[Value] | int | None = None,
+        suffix: str = "",
+    ) -> Node:
+        """Emit a core node. ``outputs`` None: this ONNX node's outputs; an int: fresh values.
+
+        The first node emitted without ``suffix`` carries the ONNX node's name; helper nodes
+        get ``name/suffix``.
+        """
+        graph = self.importer.graph
+        if suffix:
+            node_name = f"{self.name}/{suffix}"
+        else:
+            node_name = self.name
+        if outputs is None:
+            outs: list[Value] = self.outputs
+        elif isinstance(outputs, int):
+            outs = [
+                graph.new_value(f"{node_name}:{i}" if i else node_name) for i in range(outputs)
+            ]
+        else:
+            outs = list(outputs)
+        clean = {k: v for k, v in (attrs or {}).items() if v is not None}
+        node = Node(op, list(inputs), outs, clean, node_name, CORE, doc=self.op)
+        graph.add_node(node)
+        return node
+
+    def tmp(self, hint: str, dtype: str = "float32") -> Value:
+        return self.importer.graph.new_value(f"{self.name}/{hint}", dtype)
+
+    def constant(self, array: np.ndarray, hint: str) -> Value:
+        return self.importer.graph.constant(np.asarray(array), f"{self.name}/{hint}")
+
+    def passthrough(self, index: int = 0) -> None:
+        """Identity from input ``index`` to output 0 (keeps the output's ONNX name)."""
+        self.emit("Identity", [self.require_input(index, "X")], outputs=[self.output(0)])
+
+
+def ints(values: Any) -> list[int]:
+    return [int(v) for v in np.asarray(values).reshape(-1)]

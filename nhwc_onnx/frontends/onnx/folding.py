@@ -1,0 +1,216 @@
+"""Static shapes of every tensor (ONNX shape inference) and values of shape-only subgraphs.
+
+Core ops take Squeeze axes, Slice starts, Pad pads, Resize scales ... as attributes. When an
+exporter computes them with a Shape -> Gather -> Concat chain, the frontend needs the numbers:
+``fold`` evaluates a tensor whose every path back to a graph input passes through Shape or Size
+(so it cannot depend on runtime data), node by node with the ONNX reference evaluator.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+_NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+               "Multinomial", "Bernoulli", "If", "Loop", "Scan"}
+MAX_FOLD_ELEMENTS = 1 << 22  # do not materialise huge tensors just to read a few numbers
+MAX_DEPTH = 400
+
+
+class ShapeFolder:
+    def __init__(self, proto: onnx.ModelProto, consts: dict[str, np.ndarray],
+                 input_shapes: dict[str, tuple], opsets: dict[str, int]):
+        self.consts = consts
+        self.opsets = opsets
+        self.producers: dict[str, onnx.NodeProto] = {
+            out: node for node in proto.graph.node for out in node.output if out}
+        self.cache: dict[str, np.ndarray | None] = {}
+        self.shapes: dict[str, tuple] = {}
+        self.dtypes: dict[str, str] = {}
+        self._shape_memo: dict[str, bool] = {}
+        self._infer(proto, input_shapes, {})
+        # Exporters compute Reshape targets from Shape ops, which ONNX's data propagation does
+        # not always follow: fold those tensors and infer again with them as constants.
+        known: dict[str, np.ndarray] = {}
+        for _ in range(3):
+            found = self._fold_shape_tensors(proto, known)
+            if not found:
+                break
+            known.update(found)
+            self.cache = {k: v for k, v in self.cache.items() if v is not None}
+            self._infer(proto, input_shapes, known)
+        self.shapes.update(input_shapes)
+
+    def _fold_shape_tensors(self, proto: onnx.ModelProto, known: dict) -> dict:
+        found = {}
+        for node in proto.graph.node:
+            for name in node.input:
+                if not name or name in self.consts or name in known or name in found:
+                    continue
+                if not self._depends_on_shape(name):
+                    continue
+                value = self.fold(name)
+                if value is not None and value.size <= 4096:
+                    found[name] = value
+        return found
+
+    def _depends_on_shape(self, name: str) -> bool:
+        """Whether a Shape or Size node is among the tensor's producers' ancestors."""
+        memo = self._shape_memo
+        stack = [name]
+        seen: set[str] = set()
+        while stack:
+            current = stack.pop()
+            if current in memo:
+                if memo[current]:
+                    memo[name] = True
+                    return True
+                continue
+            if current in seen:
+                continue
+            seen.add(current)
+            node = self.producers.get(current)
+            if node is None:
+                continue
+            if node.op_type in ("Shape", "Size"):
+                memo[name] = True
+                return True
+            stack.extend(i for i in node.input if i)
+        memo[name] = False
+        return False
+
+    # -- shape inference --------------------------------------------------------------------
+    def _infer(self, proto: onnx.ModelProto, input_shapes: dict[str, tuple],
+               folded: dict[str, np.ndarray]) -> None:
+        model = onnx.ModelProto()
+        model.CopyFrom(proto)
+        if folded:
+            keep = [n for n in model.graph.node
+                    if not all(o in folded for o in n.output if o)]
+            produced = {o for n in keep for o in n.output}
+            del model.graph.node[:]
+            model.graph.node.extend(keep)
+            for name, array in folded.items():
+                if name not in produced:
+                    model.graph.initializer.append(onnx.numpy_helper.from_array(array, name))
+        # Pinned inputs (constant_inputs) become initializers so inference sees their values.
+        inits = {t.name for t in model.graph.initializer}
+        for name, array in self.consts.items():
+            if name not in inits and any(i.name == name for i in model.graph.input):
+                try:
+                    model.graph.initializer.append(onnx.numpy_helper.from_array(array, name))
+                except (TypeError, ValueError):
+                    continue
+        for inp in model.graph.input:
+            shape = input_shapes.get(inp.name)
+            if shape is None or not inp.type.HasField("tensor_type"):
+                continue
+            dims = inp.type.tensor_type.shape.dim
+            del dims[:]
+            for d in shape:
+                dims.add().dim_value = int(d)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        except Exception:  # noqa: BLE001 - inference is a help, not a requirement
+            return
+        g = inferred.graph
+        for info in list(g.value_info) + list(g.output) + list(g.input):
+            tt = info.type.tensor_type if info.type.HasField("tensor_type") else None
+            if tt is None:
+                continue
+            try:
+                self.dtypes[info.name] = str(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+            except (KeyError, ValueError, TypeError):
+                pass
+            if tt.HasField("shape"):
+                self.shapes[info.name] = tuple(
+                    d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+        for name, array in self.consts.items():
+            self.shapes[name] = tuple(array.shape)
+            self.dtypes[name] = str(array.dtype)
+
+    def static_shape(self, name: str) -> tuple | None:
+        shape = self.shapes.get(name)
+        if shape is None or any(d is None for d in shape):
+            return None
+        return shape
+
+    # -- folding ----------------------------------------------------------------------------
+    def fold(self, name: str, depth: int = 0) -> np.ndarray | None:
+        if name in self.consts:
+            return self.consts[name]
+        if name in self.cache:
+            return self.cache[name]
+        node = self.producers.get(name)
+        if node is None or depth > MAX_DEPTH or node.op_type in _NEVER_FOLD:
+            return None
+        if node.domain not in ("", "ai.onnx"):
+            return None
+        if node.op_type in ("Shape", "Size"):
+            result = self._fold_shape_op(node)
+            self.cache[name] = result
+            return result
+        feeds = {}
+        for inp in node.input:
+            if not inp:
+                continue
+            value = self.fold(inp, depth + 1)
+            if value is None:
+                self.cache[name] = None
+                return None
+            feeds[inp] = value
+        if any(np.size(v) > MAX_FOLD_ELEMENTS for v in feeds.values()) or \
+                _predicted_size(node, feeds) > MAX_FOLD_ELEMENTS:
+            self.cache[name] = None
+            return None
+        results = self._evaluate(node, feeds)
+        for out, value in zip(node.output, results or [None] * len(node.output)):
+            if out:
+                self.cache[out] = value
+        return self.cache.get(name)
+
+    def _fold_shape_op(self, node: onnx.NodeProto) -> np.ndarray | None:
+        if not node.input or not node.input[0]:
+            return None
+        shape = self.static_shape(node.input[0])
+        if shape is None:
+            return None
+        if node.op_type == "Size":
+            return np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+        attrs = {a.name: a.i for a in node.attribute}
+        rank = len(shape)
+        start = attrs.get("start", 0)
+        end = attrs.get("end", rank)
+        return np.array(shape[slice(start, end)], dtype=np.int64)
+
+    def _evaluate(self, node: onnx.NodeProto, feeds: dict[str, np.ndarray]) -> list | None:
+        from onnx.reference import ReferenceEvaluator
+
+        helper = onnx.helper
+        inputs = [helper.make_tensor_value_info(n, 0, None) for n in feeds]
+        outputs = [helper.make_tensor_value_info(n, 0, None) for n in node.output if n]
+        graph = helper.make_graph([node], "fold", inputs, outputs)
+        opsets = [helper.make_opsetid(d, v) for d, v in self.opsets.items() if v > 0]
+        model = helper.make_model(graph, opset_imports=opsets)
+        model.ir_version = 8
+        try:
+            results = ReferenceEvaluator(model).run(None, feeds)
+        except Exception:  # noqa: BLE001 - not evaluable here: the converter refuses instead
+            return None
+        full = iter(results)
+        return [next(full) if n else None for n in node.output]
+
+
+def _predicted_size(node: onnx.NodeProto, feeds: dict[str, np.ndarray]) -> float:
+    """Output element count of ops that can blow up small inputs (0 when not predictable)."""
+    ins = [feeds.get(i) for i in node.input]
+    try:
+        if node.op_type in ("ConstantOfShape", "Expand") and ins and ins[-1] is not None:
+            return float(np.prod(np.abs(ins[-1].astype(np.float64))))
+        if node.op_type == "Tile" and len(ins) > 1 and ins[1] is not None:
+            return float(np.size(ins[0])) * float(np.prod(np.abs(ins[1].astype(np.float64))))
+        if node.op_type == "Range" and len(ins) == 3 and all(v is not None for v in ins):
+            start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in ins)
+            return abs((limit - start) / delta) if delta else float("inf")
+    except (ValueError, TypeError, OverflowError):
+        return float("inf")
+    return 0.0

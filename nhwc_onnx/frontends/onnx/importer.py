@@ -1,0 +1,261 @@
+"""ONNX ModelProto -> core-op ``Model``: structure checks, inputs, the scan, the conversion."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ...errors import InvalidModelError, NhwcOnnxError, NodeProblem, UnsupportedOpError
+from ...ir import NCHW, Graph, Model, Value
+from ..base import FrontendOptions, OpRegistry
+from .context import NodeCtx, Refused
+from .folding import ShapeFolder
+from .structure import check_structure, node_names, opset_versions, topological_order
+
+MAX_ELEMENTS = 1 << 31  # a graph input larger than this is an absurd shape, not a model
+
+
+class OnnxImporter:
+    def __init__(self, proto: onnx.ModelProto, options: FrontendOptions, registry: OpRegistry,
+                 source_file: str = ""):
+        self.proto = proto
+        self.options = options
+        self.registry = registry
+        self.source_file = source_file
+        self.graph = Graph(proto.graph.name or "graph")
+        self.opsets = opset_versions(proto)
+        self.values: dict[str, Value] = {}
+        self.consts: dict[str, np.ndarray] = {}
+        self.folder: ShapeFolder | None = None
+        self.used_names: set[str] = set()
+
+    # -- values -----------------------------------------------------------------------------
+    def value(self, name: str) -> Value:
+        found = self.values.get(name)
+        if found is None:
+            raise InvalidModelError(f"tensor '{name}' is used but never defined")
+        return found
+
+    def fold(self, name: str) -> np.ndarray | None:
+        if name in self.consts:
+            return self.consts[name]
+        return self.folder.fold(name) if self.folder is not None else None
+
+    def static_shape(self, name: str) -> tuple | None:
+        shape = self.known_rank_shape(name)
+        if shape is None or any(d is None for d in shape):
+            return None
+        return shape
+
+    def known_rank_shape(self, name: str) -> tuple | None:
+        if name in self.consts:
+            return tuple(self.consts[name].shape)
+        return self.folder.shapes.get(name) if self.folder is not None else None
+
+    # -- main -------------------------------------------------------------------------------
+    def run(self) -> Model:
+        g = self.proto.graph
+        order = topological_order(g)
+        check_structure(g, order)
+        selected = self._select_outputs(order)
+        self._read_constants(g)
+        inputs = self._graph_inputs(g)
+        names = node_names(order)
+        self.used_names = {i for n in selected for i in n.input if i} | set(self._output_names())
+        self.folder = ShapeFolder(self.proto, self.consts, {v.name: v.shape for v in inputs},
+                                  self.opsets)
+        self._make_values(g, order, inputs)
+        self._convert(selected, names)
+        self.graph.outputs = [self.value(n) for n in self._output_names()]
+        model = Model(self.graph, {
+            "source_framework": "onnx",
+            "source_file": os.path.basename(self.source_file) if self.source_file else "",
+            "source_opset": str(self.opsets.get("", 0)),
+            "source_ir_version": str(self.proto.ir_version),
+        })
+        return model
+
+    def _output_names(self) -> list[str]:
+        if self.options.outputs:
+            return list(self.options.outputs)
+        return [o.name for o in self.proto.graph.output]
+
+    def _select_outputs(self, order: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+        """Nodes the requested outputs need (all nodes when no outputs are requested)."""
+        wanted = set(self._output_names())
+        produced = {o for n in order for o in n.output}
+        known = produced | {i.name for i in self.proto.graph.input} | {
+            t.name for t in self.proto.graph.initializer}
+        missing = sorted(wanted - known)
+        if missing:
+            raise InvalidModelError(f"requested output(s) {missing} are not tensors of the model")
+        stop = set(self.options.inputs or [])
+        needed: set[str] = set(wanted)
+        keep: list[onnx.NodeProto] = []
+        for node in reversed(order):
+            if any(o in needed for o in node.output):
+                if any(o in stop for o in node.output):
+                    continue
+                keep.append(node)
+                needed.update(i for i in node.input if i)
+        return list(reversed(keep))
+
+    def _read_constants(self, g: onnx.GraphProto) -> None:
+        for init in g.initializer:
+            try:
+                self.consts[init.name] = numpy_helper.to_array(init)
+            except Exception as exc:  # onnx raises assorted types on corrupt tensors
+                raise InvalidModelError(f"initializer '{init.name}' cannot be read: {exc}") from exc
+        for name, array in (self.options.extra.get("constant_inputs") or {}).items():
+            try:
+                array = np.asarray(array)
+            except ValueError:
+                array = np.asarray(None)
+            if array.dtype == object:
+                raise InvalidModelError(f"constant input '{name}' must be a numeric array")
+            self.consts[name] = array
+
+    def _graph_inputs(self, g: onnx.GraphProto) -> list[Value]:
+        """Graph inputs that are neither initializers (IR < 4 lists those too) nor pinned."""
+        by_name = {i.name: i for i in g.input}
+        names = list(self.options.inputs) if self.options.inputs else [
+            i.name for i in g.input if i.name not in self.consts]
+        result = []
+        for name in names:
+            if name in self.consts:
+                continue
+            proto = by_name.get(name)
+            dtype, shape = _type_of(proto) if proto is not None else ("float32", None)
+            if proto is None and name not in self.options.input_shapes:
+                raise InvalidModelError(f"input '{name}' is not a graph input; give its shape")
+            shape = self._resolve_shape(name, shape)
+            value = Value(name, dtype, shape, NCHW if len(shape) == 4 else None)
+            value.meta["source_name"] = name
+            result.append(value)
+        return result
+
+    def _resolve_shape(self, name: str, shape: tuple | None) -> tuple:
+        override = self.options.input_shapes.get(name)
+        if override is not None:
+            shape = tuple(int(d) for d in override)
+        elif shape is None:
+            raise InvalidModelError(
+                f"input '{name}' has no shape in the model; give it with input_shapes "
+                "(--input-shape NAME=1,3,224,224)")
+        if self.options.batch is not None and len(shape) >= 1:
+            shape = (int(self.options.batch),) + tuple(shape[1:])
+        unknown = [i for i, d in enumerate(shape) if d is None]
+        if unknown:
+            raise InvalidModelError(
+                f"input '{name}' has unknown dimension(s) at axis {unknown} (shape "
+                f"{_fmt(shape)}); give the shape with input_shapes (--input-shape "
+                f"{name}=...) or the batch size with --batch")
+        if any(d < 0 for d in shape):
+            raise InvalidModelError(f"input '{name}' has a negative dimension: {_fmt(shape)}")
+        count = int(np.prod([max(d, 1) for d in shape], dtype=np.float64))
+        if count > MAX_ELEMENTS:
+            raise InvalidModelError(
+                f"input '{name}' shape {_fmt(shape)} has {count} elements; refused as absurd")
+        return tuple(shape)
+
+    def _make_values(self, g: onnx.GraphProto, order, inputs: list[Value]) -> None:
+        # Tensor names are reserved first: graph inputs and outputs keep their ONNX names.
+        for v in inputs:
+            self.graph.add_input(v)
+            self.values[v.name] = v
+        for name, array in self.consts.items():
+            value = Value(name, const=array)
+            value.meta["source_name"] = name
+            self.graph.reserve_name(name)
+            self.values[name] = value
+        dtypes = self.folder.dtypes if self.folder else {}
+        for node in order:
+            for out in node.output:
+                if not out or out in self.values:
+                    continue
+                value = Value(out, dtypes.get(out, "float32"))
+                shape = self.folder.shapes.get(out) if self.folder else None
+                if shape is not None and all(d is not None for d in shape):
+                    value.shape = shape
+                value.meta["source_name"] = out
+                self.graph.reserve_name(out)
+                self.values[out] = value
+
+    def _convert(self, order: list[onnx.NodeProto], names: dict[int, str]) -> None:
+        problems = self._dtype_problems() if self.options.extra.get("float32_only", True) else []
+        items = [(names[id(n)], n.op_type) for n in order]
+        try:
+            self.registry.scan(items, "onnx")
+        except UnsupportedOpError as exc:
+            problems.extend(exc.problems)
+        unknown = {(p.node, p.op) for p in problems}
+        for node in order:
+            name = names[id(node)]
+            if (name, node.op_type) in unknown:
+                continue
+            try:
+                version = self._version_of(node)
+                converter: Callable = self.registry.get(node.op_type).fn
+                ctx = NodeCtx(self, node, name, version)
+                converter(ctx)
+                unread = ctx.unread_attributes()
+                if unread:
+                    raise Refused(f"attribute(s) {unread} are not supported by this converter")
+            except Refused as exc:
+                problems.append(NodeProblem(name, node.op_type, str(exc)))
+            except UnsupportedOpError as exc:
+                problems.extend(exc.problems)
+            except NhwcOnnxError:
+                raise
+            except (ValueError, IndexError, KeyError, TypeError, AttributeError,
+                    ZeroDivisionError, OverflowError, MemoryError) as exc:
+                # Hostile or broken attributes/inputs: a reason for this node, not a traceback.
+                problems.append(NodeProblem(name, node.op_type, f"malformed node: {exc!r}"))
+        if problems:
+            raise UnsupportedOpError(problems, "onnx")
+
+    def _dtype_problems(self) -> list[NodeProblem]:
+        """The dialect computes in float32 only: say so for other graph inputs and outputs
+        (``extra["float32_only"] = False`` keeps them, to test the core graph alone)."""
+        problems = [
+            NodeProblem(v.name, "graph input", f"element type {v.dtype}: the dialect computes "
+                        "in float32 only (pin non-float inputs as constants if they are)")
+            for v in self.graph.inputs if v.dtype != "float32"]
+        for name in self._output_names():
+            dtype = self.folder.dtypes.get(name) if self.folder else None
+            if dtype is not None and dtype != "float32":
+                problems.append(NodeProblem(name, "graph output", f"element type {dtype}: the "
+                                            "dialect computes in float32 only"))
+        return problems
+
+    def _version_of(self, node: onnx.NodeProto) -> int:
+        domain = node.domain or ""
+        if domain not in ("", "ai.onnx"):
+            raise Refused(f"operator domain '{domain}' is not standard ONNX")
+        opset = self.opsets.get("", 0)
+        try:
+            return int(onnx.defs.get_schema(node.op_type, opset, "").since_version)
+        except Exception as exc:  # onnx raises its own SchemaError type
+            raise Refused(f"op '{node.op_type}' does not exist in ONNX opset {opset}") from exc
+
+
+def _type_of(proto: onnx.ValueInfoProto) -> tuple[str, tuple | None]:
+    t = proto.type
+    if not t.HasField("tensor_type"):
+        raise InvalidModelError(f"input '{proto.name}' is not a tensor")
+    tt = t.tensor_type
+    try:
+        dtype = str(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    except (KeyError, ValueError, TypeError):
+        raise InvalidModelError(f"input '{proto.name}' has an unknown element type") from None
+    if not tt.HasField("shape"):
+        return dtype, None
+    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+    return dtype, dims
+
+
+def _fmt(shape) -> str:
+    return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")"

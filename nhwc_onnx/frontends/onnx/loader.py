@@ -1,0 +1,135 @@
+"""Read a ``.onnx`` file into a checked ``onnx.ModelProto``.
+
+External data is read by us, not by ``onnx.load``: a location must stay inside the model's
+folder (no absolute paths, no ``..`` escapes, no symlinks pointing out), and a missing or short
+file is a clear ModelLoadError instead of a traceback.
+"""
+from __future__ import annotations
+
+import os
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import TensorProto
+
+from ...errors import InvalidModelError, ModelLoadError
+
+# First bytes of formats people mistake for ONNX: say what the file is instead of "cannot parse".
+_FOREIGN_MAGIC = {
+    b"PK\x03\x04": "a ZIP archive (Keras .keras / TF SavedModel bundle?)",
+    b"\x89HDF": "an HDF5 file (Keras .h5?)",
+}
+
+
+def read_model(path: str) -> onnx.ModelProto:
+    """Load and structurally check an ONNX model; raise ModelLoadError / InvalidModelError."""
+    if not os.path.isfile(path):
+        raise ModelLoadError(f"cannot read '{path}': no such file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read '{path}': {exc.strerror or exc}") from exc
+    model = parse_model_bytes(data, path)
+    load_external_data(model, os.path.dirname(os.path.abspath(path)), path)
+    return model
+
+
+def parse_model_bytes(data: bytes, label: str = "<bytes>") -> onnx.ModelProto:
+    if not data:
+        raise ModelLoadError(f"'{label}' is empty, not an ONNX model")
+    for magic, what in _FOREIGN_MAGIC.items():
+        if data.startswith(magic):
+            raise ModelLoadError(f"'{label}' is {what}, not an ONNX model")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise ModelLoadError(
+            f"'{label}' is not a valid ONNX model (truncated or not protobuf): {_short(exc)}"
+        ) from exc
+    # Protobuf accepts many byte strings as an almost-empty message: demand the essentials.
+    if not model.HasField("graph") or not model.opset_import or model.ir_version <= 0:
+        raise ModelLoadError(
+            f"'{label}' is not an ONNX model (no graph, opset import or IR version)"
+        )
+    if not model.graph.node and not model.graph.output:
+        raise ModelLoadError(f"'{label}' holds an empty ONNX graph")
+    return model
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _tensors_with_external_data(model: onnx.ModelProto) -> list[TensorProto]:
+    tensors = [t for t in model.graph.initializer]
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                tensors.append(attr.t)
+    return [t for t in tensors if t.data_location == TensorProto.EXTERNAL]
+
+
+def load_external_data(model: onnx.ModelProto, base_dir: str, label: str) -> None:
+    """Read every external tensor's bytes into raw_data, refusing paths outside ``base_dir``."""
+    base_real = os.path.realpath(base_dir)
+    for tensor in _tensors_with_external_data(model):
+        info = {e.key: e.value for e in tensor.external_data}
+        location = info.get("location", "")
+        where = f"tensor '{tensor.name}' of '{label}'"
+        if not location:
+            raise ModelLoadError(f"{where} is stored externally but names no location")
+        if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location:
+            raise ModelLoadError(
+                f"{where}: external data location '{location}' is absolute; refused "
+                "(it must be a path inside the model's folder)"
+            )
+        full = os.path.realpath(os.path.join(base_real, location))
+        if os.path.commonpath([full, base_real]) != base_real:
+            raise ModelLoadError(
+                f"{where}: external data location '{location}' points outside the model's "
+                "folder; refused"
+            )
+        if not os.path.isfile(full):
+            raise ModelLoadError(f"{where}: external data file '{location}' does not exist")
+        try:
+            offset = int(info.get("offset", "0") or 0)
+            length = int(info["length"]) if info.get("length") else None
+        except ValueError as exc:
+            raise ModelLoadError(f"{where}: bad external data offset/length") from exc
+        if offset < 0 or (length is not None and length < 0):
+            raise ModelLoadError(f"{where}: negative external data offset/length")
+        size = os.path.getsize(full)
+        expected = _expected_bytes(tensor)
+        if length is None:
+            length = expected if expected is not None else size - offset
+        if offset + length > size:
+            raise ModelLoadError(
+                f"{where}: external data file '{location}' is too short ({size} bytes; "
+                f"needs {offset + length})"
+            )
+        if expected is not None and length != expected:
+            raise ModelLoadError(
+                f"{where}: external data length {length} does not match the tensor's "
+                f"{expected} bytes"
+            )
+        with open(full, "rb") as f:
+            f.seek(offset)
+            tensor.raw_data = f.read(length)
+        tensor.data_location = TensorProto.DEFAULT
+        del tensor.external_data[:]
+
+
+def _expected_bytes(tensor: TensorProto) -> int | None:
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
+    count = 1
+    for d in tensor.dims:
+        if d < 0:
+            raise InvalidModelError(f"tensor '{tensor.name}' has a negative dimension {d}")
+        count *= d
+    return count * itemsize

@@ -1,0 +1,231 @@
+"""Convolution, pooling, normalisation and depth/space converters (2-D, NCHW)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .context import NodeCtx, ints
+from .registry import REGISTRY
+
+_AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _require_2d(ctx: NodeCtx, what: str = "input") -> None:
+    rank = ctx.rank(0)
+    if rank is None:
+        ctx.refuse(f"the rank of the {what} is unknown (only 2-D spatial, rank-4 tensors convert)")
+    if rank != 4:
+        ctx.refuse(f"only 2-D spatial ops on rank-4 NCHW tensors convert; this {what} has "
+                   f"rank {rank} ({rank - 2}-D)")
+
+
+def _spatial(ctx: NodeCtx, name: str, default: list[int]) -> list[int]:
+    value = ctx.attr(name)
+    if value is None:
+        return list(default)
+    value = ints(value)
+    if len(value) != len(default):
+        ctx.refuse(f"attribute '{name}' has {len(value)} values, expected {len(default)}")
+    return value
+
+
+def _auto_pad(ctx: NodeCtx) -> str:
+    mode = ctx.attr("auto_pad", "NOTSET") or "NOTSET"
+    if mode not in _AUTO_PADS:
+        ctx.refuse(f"auto_pad '{mode}' is not one of {', '.join(_AUTO_PADS)}")
+    return mode
+
+
+def _pads(ctx: NodeCtx, mode: str) -> list[int] | None:
+    if mode != "NOTSET":
+        return None
+    pads = _spatial(ctx, "pads", [0, 0, 0, 0])
+    if any(p < 0 for p in pads):
+        ctx.refuse(f"negative pads {pads} are not supported")
+    return pads
+
+
+def _kernel(ctx: NodeCtx) -> list[int]:
+    if ctx.attr("kernel_shape") is not None:
+        return _spatial(ctx, "kernel_shape", [1, 1])
+    wshape = ctx.shape(1)
+    if wshape is None or len(wshape) != 4:
+        ctx.refuse("kernel_shape is absent and the weight's shape is unknown")
+    return [int(wshape[2]), int(wshape[3])]
+
+
+@REGISTRY.register("Conv")
+def conv(ctx: NodeCtx) -> None:
+    """2-D convolution (OIHW weights)."""
+    _require_2d(ctx)
+    mode = _auto_pad(ctx)
+    attrs = {
+        "kernel_shape": _kernel(ctx), "strides": _spatial(ctx, "strides", [1, 1]),
+        "dilations": _spatial(ctx, "dilations", [1, 1]), "group": int(ctx.attr("group", 1)),
+        "pads": _pads(ctx, mode), "auto_pad": mode, "data_format": "NCHW",
+        "weight_layout": "OIHW",
+    }
+    ctx.emit("Conv", [ctx.require_input(0, "X"), ctx.require_input(1, "W"), ctx.input(2)], attrs)
+
+
+@REGISTRY.register("ConvTranspose")
+def conv_transpose(ctx: NodeCtx) -> None:
+    """2-D transposed convolution (IOHW weights); output_shape resolved into explicit pads."""
+    _require_2d(ctx)
+    mode = _auto_pad(ctx)
+    kernel = _kernel(ctx)
+    strides = _spatial(ctx, "strides", [1, 1])
+    dilations = _spatial(ctx, "dilations", [1, 1])
+    out_pad = _spatial(ctx, "output_padding", [0, 0])
+    attrs = {
+        "kernel_shape": kernel, "strides": strides, "dilations": dilations,
+        "group": int(ctx.attr("group", 1)), "output_padding": out_pad, "auto_pad": mode,
+        "data_format": "NCHW", "weight_layout": "IOHW",
+    }
+    output_shape = ctx.attr("output_shape")
+    if output_shape is not None:
+        output_shape = ints(output_shape)[-2:]
+        attrs.update(_pads_for_output_shape(ctx, kernel, strides, dilations, out_pad,
+                                            output_shape, mode))
+    else:
+        attrs["pads"] = _pads(ctx, mode)
+    ctx.emit("ConvTranspose",
+             [ctx.require_input(0, "X"), ctx.require_input(1, "W"), ctx.input(2)], attrs)
+
+
+def _pads_for_output_shape(ctx, kernel, strides, dilations, out_pad, output_shape, mode):
+    """ONNX: total = s*(i-1) + output_padding + (k-1)*d + 1 - out; SAME_UPPER puts the odd
+    crop at the end, otherwise at the begin. A negative total (output larger than the full
+    result) zero-fills at the end, which is extra output_padding."""
+    shape = ctx.shape(0)
+    if shape is None:
+        ctx.refuse("output_shape needs the input's static shape")
+    pads_b, pads_e, extra = [], [], []
+    for axis in range(2):
+        i, k, s, d = shape[2 + axis], kernel[axis], strides[axis], dilations[axis]
+        total = s * (i - 1) + out_pad[axis] + (k - 1) * d + 1 - output_shape[axis]
+        if mode == "SAME_UPPER":
+            if total < 0:
+                # onnxruntime zero-fills at the end, the ONNX reference at the begin.
+                ctx.refuse(f"output_shape {output_shape} with SAME_UPPER is larger than the "
+                           "full output: runtimes disagree where the zeros go")
+            begin, end = total // 2, total - total // 2
+        else:
+            begin, end = total - total // 2, total // 2
+        if begin < 0:
+            ctx.refuse(f"output_shape {output_shape} needs zero-filling before the output")
+        pads_b.append(begin)
+        pads_e.append(max(end, 0))
+        extra.append(out_pad[axis] + max(-end, 0))
+    return {"pads": pads_b + pads_e, "output_padding": extra, "auto_pad": "NOTSET"}
+
+
+def _pool_attrs(ctx: NodeCtx) -> dict:
+    _require_2d(ctx)
+    mode = _auto_pad(ctx)
+    kernel = ctx.attr("kernel_shape")
+    if kernel is None:
+        ctx.refuse("kernel_shape is required")
+    return {
+        "kernel_shape": _spatial(ctx, "kernel_shape", [1, 1]),
+        "strides": _spatial(ctx, "strides", [1, 1]), "pads": _pads(ctx, mode),
+        "auto_pad": mode, "ceil_mode": int(ctx.attr("ceil_mode", 0)), "data_format": "NCHW",
+    }
+
+
+@REGISTRY.register("MaxPool")
+def max_pool(ctx: NodeCtx) -> None:
+    """2-D max pooling (the Indices output is refused)."""
+    if len(ctx.proto.output) > 1 and ctx.proto.output[1] and ctx.is_used(ctx.proto.output[1]):
+        ctx.refuse("the Indices output is not supported")
+    attrs = _pool_attrs(ctx)
+    attrs["dilations"] = _spatial(ctx, "dilations", [1, 1])
+    ctx.emit("MaxPool", [ctx.require_input(0, "X")], attrs, outputs=[ctx.output(0)])
+
+
+@REGISTRY.register("AveragePool")
+def average_pool(ctx: NodeCtx) -> None:
+    """2-D average pooling (count_include_pad and ceil_mode kept)."""
+    attrs = _pool_attrs(ctx)
+    if _spatial(ctx, "dilations", [1, 1]) != [1, 1]:
+        ctx.refuse("dilated average pooling is not supported")
+    attrs["count_include_pad"] = int(ctx.attr("count_include_pad", 0))
+    ctx.emit("AveragePool", [ctx.require_input(0, "X")], attrs)
+
+
+@REGISTRY.register("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(ctx: NodeCtx) -> None:
+    """Mean / max over H and W."""
+    _require_2d(ctx)
+    ctx.emit(ctx.op, [ctx.require_input(0, "X")], {"data_format": "NCHW"})
+
+
+@REGISTRY.register("BatchNormalization")
+def batch_norm(ctx: NodeCtx) -> None:
+    """Inference batch norm along axis 1 (training mode and statistics outputs refused)."""
+    if int(ctx.attr("training_mode", 0)) != 0:
+        ctx.refuse("training_mode=1 is not supported (inference only)")
+    if ctx.version < 9 and int(ctx.attr("spatial", 1)) == 0:
+        rank = ctx.rank(0)
+        if rank is None or rank > 2:
+            ctx.refuse("spatial=0 (per-activation statistics) is not supported")
+    for extra in ctx.proto.output[1:]:
+        if extra and ctx.is_used(extra):
+            ctx.refuse(f"training output '{extra}' is used; only inference is supported")
+    ins = [ctx.require_input(i, n) for i, n in enumerate(("X", "scale", "B", "mean", "var"))]
+    ctx.emit("BatchNormalization", ins,
+             {"epsilon": float(ctx.attr("epsilon", 1e-5)), "axis": 1}, outputs=[ctx.output(0)])
+
+
+@REGISTRY.register("SpaceToDepth")
+def space_to_depth(ctx: NodeCtx) -> None:
+    """Blocks of H x W move into channels (mode DCR, the only one before opset 25)."""
+    _require_2d(ctx)
+    if ctx.attr("mode", "DCR") != "DCR":
+        ctx.refuse(f"mode '{ctx.attr('mode')}' is not supported (DCR is)")
+    ctx.emit("SpaceToDepth", [ctx.require_input(0, "X")],
+             {"blocksize": int(ctx.attr("blocksize", 0)), "data_format": "NCHW"})
+
+
+@REGISTRY.register("DepthToSpace")
+def depth_to_space(ctx: NodeCtx) -> None:
+    """Channels move into blocks of H x W (DCR or CRD)."""
+    _require_2d(ctx)
+    mode = ctx.attr("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        ctx.refuse(f"mode '{mode}' is not DCR or CRD")
+    ctx.emit("DepthToSpace", [ctx.require_input(0, "X")],
+             {"blocksize": int(ctx.attr("blocksize", 0)), "mode": mode, "data_format": "NCHW"})
+
+
+@REGISTRY.register("LRN")
+def lrn(ctx: NodeCtx) -> None:
+    """Local response normalisation across channels, as core ops: the windowed sum of squares
+    is a 1x1 convolution with a banded 0/1 weight (window [c - (size-1)//2, c + size//2])."""
+    _require_2d(ctx)
+    shape = ctx.shape(0)
+    if shape is None:
+        ctx.refuse("LRN needs the input's static channel count")
+    size = int(ctx.attr("size", 0))
+    if size <= 0:
+        ctx.refuse("size must be positive")
+    alpha = float(ctx.attr("alpha", 1e-4))
+    beta = float(ctx.attr("beta", 0.75))
+    bias = float(ctx.attr("bias", 1.0))
+    channels = int(shape[1])
+    band = np.zeros((channels, channels, 1, 1), dtype=np.float32)
+    lo, hi = (size - 1) // 2, size // 2  # ONNX: floor((size-1)/2) before, ceil((size-1)/2) after
+    for c in range(channels):
+        band[c, max(0, c - lo):min(channels, c + hi + 1), 0, 0] = 1.0
+    x = ctx.require_input(0, "X")
+    squared = ctx.emit("Mul", [x, x], outputs=1, suffix="square").output
+    summed = ctx.emit("Conv", [squared, ctx.constant(band, "band")], {
+        "kernel_shape": [1, 1], "strides": [1, 1], "dilations": [1, 1], "group": 1,
+        "pads": [0, 0, 0, 0], "auto_pad": "NOTSET", "data_format": "NCHW",
+        "weight_layout": "OIHW"}, outputs=1, suffix="window_sum").output
+    scaled = ctx.emit("Mul", [summed, ctx.constant(np.float32(alpha / size), "alpha")],
+                      outputs=1, suffix="scale").output
+    shifted = ctx.emit("Add", [scaled, ctx.constant(np.float32(bias), "bias")],
+                       outputs=1, suffix="bias").output
+    denom = ctx.emit("Pow", [shifted, ctx.constant(np.float32(beta), "beta")],
+                     outputs=1, suffix="pow").output
+    ctx.emit("Div", [x, denom])

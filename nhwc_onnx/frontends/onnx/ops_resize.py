@@ -1,0 +1,104 @@
+"""Resize and Upsample: every form becomes core Resize with per-axis scales or sizes.
+
+Upsample and Resize-10 compute ``asymmetric`` source coordinates; the spec says nearest uses
+``floor``. onnxruntime rounds differently when downsampling in those old forms, so a nearest
+scale below 1 there is ambiguous and refused.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .context import NodeCtx, ints
+from .registry import REGISTRY
+
+_COORDINATE_MODES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                     "tf_half_pixel_for_nn")
+_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _mode(ctx: NodeCtx) -> str:
+    mode = ctx.attr("mode", "nearest")
+    if mode == "bilinear":
+        mode = "linear"
+    if mode not in ("nearest", "linear"):
+        ctx.refuse(f"mode '{mode}' is not supported (nearest and linear are)")
+    return mode
+
+
+def _legacy(ctx: NodeCtx, scales) -> None:
+    """Upsample / Resize-10: asymmetric coordinates, floor for nearest."""
+    mode = _mode(ctx)
+    scales = [float(s) for s in np.asarray(scales, dtype=np.float64).reshape(-1)]
+    attrs = {"mode": mode, "scales": scales, "coordinate_transformation_mode": "asymmetric"}
+    if mode == "nearest":
+        if any(s < 1 for s in scales):
+            ctx.refuse("nearest downsampling in Upsample / Resize-10 is ambiguous "
+                       "(the spec floors, onnxruntime does not)")
+        attrs["nearest_mode"] = "floor"
+    ctx.emit("Resize", [ctx.require_input(0, "X")], attrs)
+
+
+@REGISTRY.register("Upsample")
+def upsample(ctx: NodeCtx) -> None:
+    """Upsample-7 (scales attribute) and -9 (scales input)."""
+    if ctx.version < 7:
+        ctx.refuse("Upsample before opset 7 (height_scale/width_scale) is not supported")
+    if ctx.version < 9:
+        scales = ctx.attr("scales")
+        if scales is None:
+            ctx.refuse("attribute 'scales' is missing")
+    else:
+        scales = ctx.require_const(1, "scales")
+    _legacy(ctx, scales)
+
+
+@REGISTRY.register("Resize")
+def resize(ctx: NodeCtx) -> None:
+    """Resize-10/11/13/18/19 with nearest or linear interpolation."""
+    if ctx.version < 11:
+        _legacy(ctx, ctx.require_const(1, "scales"))
+        return
+    mode = _mode(ctx)
+    ctm = ctx.attr("coordinate_transformation_mode", "half_pixel")
+    if ctm not in _COORDINATE_MODES:
+        ctx.refuse(f"coordinate_transformation_mode '{ctm}' is not supported")
+    nearest = ctx.attr("nearest_mode", "round_prefer_floor")
+    if mode == "nearest" and nearest not in _NEAREST_MODES:
+        ctx.refuse(f"nearest_mode '{nearest}' is not supported")
+    if int(ctx.attr("antialias", 0)):
+        ctx.refuse("antialias=1 is not supported")
+    scales = ctx.require_const(2, "scales") if ctx.has_input(2) else None
+    sizes = ctx.require_const(3, "sizes") if ctx.has_input(3) else None
+    if scales is not None and scales.size == 0:
+        scales = None
+    if sizes is not None and sizes.size == 0:
+        sizes = None
+    if (scales is None) == (sizes is None):
+        ctx.refuse("exactly one of scales and sizes must be given")
+    if sizes is not None and ctx.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
+        ctx.refuse("keep_aspect_ratio_policy other than 'stretch' is not supported")
+    attrs = {"mode": mode, "coordinate_transformation_mode": ctm}
+    if mode == "nearest":
+        attrs["nearest_mode"] = nearest
+    axes = ctx.attr("axes")
+    if scales is not None:
+        attrs["scales"] = _full_rank(ctx, [float(s) for s in scales.reshape(-1)], axes, None)
+    else:
+        attrs["sizes"] = _full_rank(ctx, ints(sizes), axes, ctx.shape(0))
+    ctx.emit("Resize", [ctx.require_input(0, "X")], attrs)
+
+
+def _full_rank(ctx: NodeCtx, values: list, axes, shape) -> list:
+    """Per-axis values for every axis of X; axes not listed keep scale 1 / their size."""
+    if axes is None:
+        return values
+    rank = ctx.rank(0)
+    if rank is None or (shape is None and not isinstance(values[0], float)):
+        ctx.refuse("Resize with axes needs the input's static shape")
+    axes = [a + rank if a < 0 else a for a in ints(axes)]
+    if len(axes) != len(values):
+        ctx.refuse("one scale/size per listed axis is required")
+    full = [1.0] * rank if isinstance(values[0], float) else [int(d) for d in shape]
+    for axis, value in zip(axes, values):
+        full[axis] = value
+    return full

@@ -1,0 +1,28 @@
+"""TensorFlow frontend: frozen GraphDef (.pb / .pbtxt), SavedModel directories and Keras files
+-> core IR. Reading a GraphDef never imports TensorFlow; SavedModel and Keras inputs import it
+lazily to freeze them first (see ``savedmodel``)."""
+from __future__ import annotations
+
+import os
+
+from ...ir import Model
+from ..base import FrontendOptions
+from .loader import convert_graphdef, load_file
+from .registry import REGISTRY
+
+KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
+
+
+def load(path: str | os.PathLike, options: FrontendOptions | None = None) -> Model:
+    """Load a TensorFlow model as a core-op Model in TensorFlow's own layout."""
+    options = options or FrontendOptions()
+    text = os.fspath(path)
+    if os.path.isdir(text) or text.lower().endswith(KERAS_SUFFIXES):
+        from .savedmodel import load_frozen
+
+        graph_def, buffer, label, options = load_frozen(text, options)
+        return convert_graphdef(graph_def, options, label, buffer)
+    return load_file(text, options)
+
+
+__all__ = ["REGISTRY", "load", "convert_graphdef"]

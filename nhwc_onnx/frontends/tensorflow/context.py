@@ -1,0 +1,167 @@
+"""What a converter sees: its node's inputs as IR Values, typed attributes, and helpers that
+emit core nodes named after the TensorFlow node (helpers get '<name>/<suffix>')."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...ir import CORE, Graph, Node, Value
+from ...schemas import CORE_OPS
+from ...schemas.base import LayoutClass
+from . import shapes
+from .tensors import Attrs
+from .tfnodes import Ref, TFNode
+
+_BOOL_OUT = frozenset({"Equal", "Less", "Greater", "And", "Or", "Not"})
+_INT64_OUT = frozenset({"Shape", "Size", "ArgMax"})
+
+
+class Refusal(Exception):
+    """A converter cannot express this node exactly; the reason goes into the one error."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+class TFContext:
+    def __init__(self, graph: Graph, options):
+        self.graph = graph
+        self.options = options
+        self.values: dict[Ref, Value] = {}
+        self.known: dict[int, np.ndarray] = {}  # id(value) -> small int value computed here
+        self.node: TFNode | None = None
+        self._own_name_free = False
+
+    # -- the current node ---------------------------------------------------------------------
+    def begin(self, node: TFNode) -> None:
+        self.node = node
+        self._own_name_free = True
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def attrs(self) -> Attrs:
+        return self.node.attrs
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.node.inputs)
+
+    def input(self, index: int) -> Value:
+        if index >= len(self.node.inputs):
+            raise Refusal(f"expects at least {index + 1} inputs, has {len(self.node.inputs)}")
+        return self.values[self.node.inputs[index]]
+
+    def inputs(self) -> list[Value]:
+        return [self.values[r] for r in self.node.inputs]
+
+    def value_of(self, value: Value) -> np.ndarray | None:
+        if value.const is not None:
+            return value.const
+        return self.known.get(id(value))
+
+    def const(self, index: int) -> np.ndarray | None:
+        """The input's value if it is a constant (or computable from static shapes)."""
+        return self.value_of(self.input(index))
+
+    def need_const(self, index: int, what: str) -> np.ndarray:
+        value = self.const(index)
+        if value is None:
+            raise Refusal(f"{what} (input {index}) must be a constant")
+        return value
+
+    def shape(self, index: int) -> tuple | None:
+        return self.input(index).shape
+
+    def static_shape(self, index: int, why: str) -> tuple:
+        shape = self.input(index).shape
+        if shape is None or any(not isinstance(d, int) for d in shape):
+            ref = self.node.inputs[index]
+            raise Refusal(
+                f"{why} needs the static shape of '{ref[0]}:{ref[1]}' (found {shape}); pass "
+                "--input-shape for the graph inputs"
+            )
+        return shape
+
+    def rank(self, index: int, why: str) -> int:
+        shape = self.input(index).shape
+        if shape is None:
+            raise Refusal(f"{why} needs the rank of input {index}, which is unknown")
+        return len(shape)
+
+    # -- emitting -----------------------------------------------------------------------------
+    def _node_name(self, suffix: str | None) -> str:
+        if suffix is None and self._own_name_free:
+            # The TF node's own name was reserved up front so helpers never take it.
+            self.graph._names.discard(self.name)
+            self._own_name_free = False
+            return self.name
+        return f"{self.name}/{suffix or 'out'}"
+
+    def emit(self, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any] | None = None,
+             suffix: str | None = None, outputs: int = 1, dtype: str | None = None) -> Node:
+        """Add one core node; output 0 of the un-suffixed node carries the TF node's name."""
+        node = self.graph.make_node(op, list(inputs), attrs or {}, name=self._node_name(suffix),
+                                    outputs=outputs, domain=CORE, doc=self.node.op)
+        self._annotate(node, dtype)
+        return node
+
+    def emit1(self, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any] | None = None,
+              suffix: str | None = None, dtype: str | None = None) -> Value:
+        return self.emit(op, inputs, attrs, suffix, 1, dtype).outputs[0]
+
+    def constant(self, array: np.ndarray, suffix: str) -> Value:
+        return self.graph.constant(np.asarray(array), f"{self.name}/{suffix}")
+
+    def int64(self, values, suffix: str) -> Value:
+        return self.constant(np.asarray(values, dtype=np.int64), suffix)
+
+    def _annotate(self, node: Node, dtype: str | None) -> None:
+        ins = [v for v in node.inputs if v is not None]
+        if dtype is None:
+            if node.op in _BOOL_OUT:
+                dtype = "bool"
+            elif node.op in _INT64_OUT:
+                dtype = "int64"
+            elif node.op == "Cast":
+                dtype = node.attrs["to"]
+            elif node.op in ("Reshape", "Squeeze", "Unsqueeze", "Transpose", "Slice",
+                             "Gather", "Tile", "Expand", "Pad", "Concat", "Split", "Identity"):
+                dtype = ins[0].dtype if ins else "float32"
+            elif node.op == "ConstantOfShape":
+                dtype = str(node.attrs["value"].dtype)
+            else:
+                dtype = next((v.dtype for v in ins if v.dtype), "float32")
+        in_shapes = [None if v is None else v.shape for v in node.inputs]
+        in_known = [None if v is None else self.value_of(v) for v in node.inputs]
+        out_shapes = shapes.infer(node, in_shapes, in_known)
+        layout = self._layout(node)
+        for v, shape in zip(node.outputs, out_shapes):
+            v.dtype = dtype
+            v.shape = shape
+            if shape is not None and len(shape) == 4:
+                v.layout = layout
+        if node.op == "Shape" and ins and shapes._known(ins[0].shape):
+            self.known[id(node.outputs[0])] = np.asarray(ins[0].shape, dtype=np.int64)
+        elif any(k is not None for k in in_known):
+            outs = shapes.evaluate_small(node, in_known)
+            if outs is not None:
+                for v, arr in zip(node.outputs, outs):
+                    self.known[id(v)] = arr
+                    v.shape = tuple(arr.shape)
+
+    def _layout(self, node: Node) -> str | None:
+        """Spatial ops say their layout; elementwise ops keep their input's; others: unknown."""
+        fmt = node.attrs.get("data_format")
+        if fmt:
+            return fmt
+        schema = CORE_OPS.get(node.op)
+        if schema is None or schema.layout is not LayoutClass.TRANSPARENT:
+            return None
+        x = node.inputs[0] if node.inputs else None
+        return x.layout if x is not None and x.rank == 4 else None

@@ -1,0 +1,209 @@
+"""Graph surgery before conversion: inline functions, pick inputs and outputs, prune to what the
+outputs need, order the nodes, and resolve Switch/Merge whose predicate is a constant."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...errors import InvalidModelError, NodeProblem, UnsupportedOpError
+from .functions import Inliner
+from .patterns import fuse_atrous
+from .proto import tf_graph_pb2
+from .tfnodes import Ref, TFNode, output_count, parse_input, ref_name
+
+# Ops that produce no data a model output could be: never picked as default outputs.
+_NOT_OUTPUTS = frozenset({
+    "NoOp", "Assert", "Print", "PrintV2", "SaveV2", "Save", "SaveSlices", "RestoreV2",
+    "MergeV2Checkpoints", "AssignVariableOp", "Assign", "VarHandleOp", "VariableV2",
+    "Placeholder", "PlaceholderWithDefault", "Const",
+})
+_LOOP_OPS = frozenset({"Enter", "Exit", "NextIteration", "LoopCond", "RefEnter", "RefExit",
+                       "RefNextIteration"})
+
+
+class PreparedGraph:
+    """The nodes to convert, in dependency order, with the graph's input and output tensors."""
+
+    def __init__(self, order: list[TFNode], inputs: list[Ref], outputs: list[Ref]):
+        self.order = order
+        self.inputs = inputs
+        self.outputs = outputs
+
+
+def tensor_ref(text: str) -> Ref:
+    _, ref = parse_input(text.strip(), "<option>")
+    return ref
+
+
+def build_nodes(graph_def, buffer=None, stops: set[str] | None = None) -> list[TFNode]:
+    nodes = [TFNode.from_proto(n, buffer=buffer) for n in graph_def.node]
+    top = {n.name: n for n in nodes}
+    inliner = Inliner(graph_def.library,
+                      lambda ref: _constant_bool(top, ref, stops or set()))
+    if inliner.functions:
+        nodes = inliner.expand(nodes)
+        if inliner.aliases:
+            for node in nodes:
+                node.inputs = [inliner.resolve(r) for r in node.inputs]
+    nodes = fuse_atrous(nodes)
+    seen: set[str] = set()
+    for node in nodes:
+        if node.name in seen:
+            raise InvalidModelError(f"two nodes are named '{node.name}'")
+        seen.add(node.name)
+    return nodes
+
+
+def default_outputs(nodes: list[TFNode]) -> list[Ref]:
+    used: set[str] = set()
+    for node in nodes:
+        for ref in node.inputs:
+            used.add(ref[0])
+    sinks = [n for n in nodes if n.name not in used and n.op not in _NOT_OUTPUTS]
+    if not sinks:  # a graph of constants only: its unused constants are the outputs
+        sinks = [n for n in nodes if n.name not in used and n.op == "Const"]
+    return [(n.name, i) for n in sinks for i in range(output_count(n))]
+
+
+def prune(by_name: dict[str, TFNode], outputs: Sequence[Ref], stops: set[str]) -> list[TFNode]:
+    """The nodes the outputs depend on through data edges, producers first.
+
+    Raises InvalidModelError on a missing producer or a cycle (UnsupportedOpError when the
+    cycle is a TensorFlow 1 while loop)."""
+    for ref in outputs:
+        if ref[0] not in by_name:
+            raise InvalidModelError(f"output tensor '{ref_name(ref)}' has no producing node")
+    order: list[TFNode] = []
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    for root in dict.fromkeys(r[0] for r in outputs):
+        if state.get(root) == 2:
+            continue
+        stack = [(root, 0)]
+        state[root] = 1
+        while stack:
+            name, pos = stack[-1]
+            node = by_name[name]
+            deps = () if name in stops else node.inputs
+            if pos < len(deps):
+                stack[-1] = (name, pos + 1)
+                dep = deps[pos][0]
+                mark = state.get(dep)
+                if mark == 2:
+                    continue
+                if mark == 1:
+                    _raise_cycle(by_name, [s[0] for s in stack], dep)
+                if dep not in by_name:
+                    raise InvalidModelError(
+                        f"node '{name}' ({node.op}) reads '{ref_name(deps[pos])}', "
+                        "which no node produces"
+                    )
+                state[dep] = 1
+                stack.append((dep, 0))
+            else:
+                stack.pop()
+                state[name] = 2
+                order.append(node)
+    return order
+
+
+def _raise_cycle(by_name: dict[str, TFNode], path: list[str], back_to: str) -> None:
+    cycle = path[path.index(back_to):]
+    loop = [n for n in cycle if by_name[n].op in _LOOP_OPS]
+    if loop:
+        problems = [NodeProblem(n, by_name[n].op, "TensorFlow 1 while loops are not supported")
+                    for n in loop]
+        raise UnsupportedOpError(problems, "tensorflow")
+    shown = " -> ".join(f"'{n}'" for n in cycle[:8])
+    raise InvalidModelError(f"the graph has a cycle: {shown}{' ...' if len(cycle) > 8 else ''}")
+
+
+def _constant_bool(by_name: dict[str, TFNode], ref: Ref, stops: set[str]) -> bool | None:
+    for _ in range(64):
+        node = by_name.get(ref[0])
+        if node is None or node.name in stops:
+            return None
+        if node.op in ("Identity", "PlaceholderWithDefault", "StopGradient") and node.inputs:
+            ref = node.inputs[0]
+            continue
+        if node.op == "Const":
+            value = node.attrs.tensor("value")
+            if value is not None and value.size == 1 and value.dtype == np.bool_:
+                return bool(value.reshape(()))
+        return None
+    return None
+
+
+def _index_const(name: str, index: int) -> TFNode:
+    proto = tf_graph_pb2.NodeDef(name=name, op="Const")
+    proto.attr["dtype"].type = tf_graph_pb2.DT_INT32
+    tensor = proto.attr["value"].tensor
+    tensor.dtype = tf_graph_pb2.DT_INT32
+    tensor.int_val.append(index)
+    return TFNode.from_proto(proto)
+
+
+def resolve_dead_branches(order: list[TFNode], by_name: dict[str, TFNode],
+                          stops: set[str]) -> tuple[dict[Ref, Ref], set[Ref]]:
+    """Rewire Switch/Merge with a constant predicate. Returns (aliases, dead tensors)."""
+    if not any(n.op in ("Switch", "Merge") for n in order):
+        return {}, set()
+    alias: dict[Ref, Ref] = {}
+    dead: set[Ref] = set()
+    dead_nodes: set[str] = set()
+    changed = False
+    for node in order:
+        node.inputs = [alias.get(r, r) for r in node.inputs]
+        if node.name in stops:
+            continue
+        if node.op == "Switch" and len(node.inputs) == 2:
+            pred = _constant_bool(by_name, node.inputs[1], stops)
+            if pred is not None:
+                taken = int(pred)
+                alias[(node.name, taken)] = node.inputs[0]
+                dead.add((node.name, 1 - taken))
+                changed = True
+                continue
+        if node.op == "Merge":
+            live = [r for r in node.inputs if r not in dead]
+            if len(live) == 1 and len(node.inputs) > 1:
+                alias[(node.name, 0)] = live[0]
+                const = _index_const(f"{node.name}/value_index", node.inputs.index(live[0]))
+                by_name[const.name] = const
+                alias[(node.name, 1)] = (const.name, 0)
+                changed = True
+                continue
+            if live:
+                continue
+        if any(r in dead for r in node.inputs) or any(c in dead_nodes for c in node.controls):
+            dead_nodes.add(node.name)
+            for i in range(max(output_count(node), 8)):
+                dead.add((node.name, i))
+    return alias if changed else {}, dead
+
+
+def prepare(graph_def, inputs: Sequence[str] | None, outputs: Sequence[str] | None,
+            buffer=None) -> PreparedGraph:
+    in_refs = [tensor_ref(t) for t in inputs] if inputs else []
+    stops = {r[0] for r in in_refs}
+    nodes = build_nodes(graph_def, buffer, stops)
+    by_name = {n.name: n for n in nodes}
+    out_refs = [tensor_ref(t) for t in outputs] if outputs else default_outputs(nodes)
+    if not out_refs:
+        raise InvalidModelError("the graph has no output: it computes nothing")
+    for ref in in_refs:
+        if ref[0] not in by_name:
+            raise InvalidModelError(f"input tensor '{ref_name(ref)}' is not in the graph")
+    order = prune(by_name, out_refs, stops)
+    alias, dead = resolve_dead_branches(order, by_name, stops)
+    if alias:
+        for ref in out_refs:
+            if ref in dead:
+                raise InvalidModelError(
+                    f"output '{ref_name(ref)}' is on a branch a constant predicate never takes"
+                )
+        out_refs = [alias.get(r, r) for r in out_refs]
+        order = prune(by_name, out_refs, stops)
+    if not in_refs:
+        in_refs = [(n.name, 0) for n in order if n.op == "Placeholder"]
+    return PreparedGraph(order, in_refs, out_refs)

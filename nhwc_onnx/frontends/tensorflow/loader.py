@@ -1,0 +1,173 @@
+"""GraphDef -> core IR Model. No TensorFlow import anywhere on this path.
+
+Order of work: read the file, inline functions, pick inputs/outputs, prune, resolve constant
+Switch/Merge, scan for unsupported ops, convert node by node, and raise ONE error that lists
+every node that has no exact core form.
+"""
+from __future__ import annotations
+
+import os
+
+from ...errors import (
+    InvalidModelError,
+    NhwcOnnxError,
+    NodeProblem,
+    UnsupportedOpError,
+)
+from ...ir import NCHW, NHWC, Graph, Model, Value
+from ..base import FrontendOptions
+from . import ops_array, ops_graph, ops_math, ops_nn, ops_slice  # noqa: F401  (registration)
+from .context import Refusal, TFContext
+from .graph_prep import PreparedGraph, prepare
+from .reader import read_graphdef
+from .registry import REGISTRY
+from .tensors import numpy_dtype
+from .tfnodes import Ref, TFNode, ref_name
+
+FRAMEWORK = "tensorflow"
+MAX_DIM = 1 << 31  # larger dimensions are corrupt files, not models
+
+
+def load_file(path: str | os.PathLike, options: FrontendOptions) -> Model:
+    graph_def, buffer = read_graphdef(path)
+    return convert_graphdef(graph_def, options, os.path.basename(os.fspath(path)), buffer)
+
+
+def convert_graphdef(graph_def, options: FrontendOptions, source_file: str,
+                     buffer=None) -> Model:
+    """Convert a parsed GraphDef; ``buffer`` holds weights lifted out of it (wire.py)."""
+    prepared = prepare(graph_def, options.inputs, options.outputs, buffer)
+    del graph_def  # node attributes stay referenced by the prepared nodes only
+    graph = Graph(os.path.splitext(source_file)[0] or "graph")
+    for node in prepared.order:
+        graph.reserve_name(node.name)
+    ctx = TFContext(graph, options)
+    layout = _graph_layout(prepared.order)
+    input_nodes = _make_inputs(ctx, prepared, layout)
+    problems = _scan(prepared.order, input_nodes)
+    failed = {p.node for p in problems}
+    for node in prepared.order:
+        if node.name in input_nodes or node.name in failed:
+            continue
+        if any(ref not in ctx.values for ref in node.inputs):
+            continue  # downstream of a node that could not be converted
+        problem = _convert_node(ctx, node)
+        if problem is not None:
+            problems.append(problem)
+    if problems:
+        raise UnsupportedOpError(problems, FRAMEWORK)
+    _set_outputs(ctx, prepared.outputs)
+    graph.toposort()
+    model = Model(graph, {"source_framework": FRAMEWORK, "source_file": source_file})
+    return model
+
+
+def _scan(order: list[TFNode], input_nodes: set[str]) -> list[NodeProblem]:
+    try:
+        REGISTRY.scan([(n.name, n.op) for n in order if n.name not in input_nodes], FRAMEWORK)
+    except UnsupportedOpError as exc:
+        return list(exc.problems)
+    return []
+
+
+def _convert_node(ctx: TFContext, node: TFNode) -> NodeProblem | None:
+    ctx.begin(node)
+    try:
+        outputs = REGISTRY.get(node.op).fn(ctx, node)
+    except Refusal as refusal:
+        return NodeProblem(node.name, node.op, refusal.reason)
+    except UnsupportedOpError:
+        raise
+    except NhwcOnnxError as exc:
+        raise type(exc)(f"{exc} (while converting node '{node.name}' ({node.op}, tensorflow))") \
+            from exc
+    for i, value in enumerate(outputs):
+        value.meta.setdefault("source_name", f"{node.name}:{i}")
+        ctx.values[(node.name, i)] = value
+    return None
+
+
+def _graph_layout(order: list[TFNode]) -> str:
+    formats = {n.attrs.str("data_format", "") for n in order if n.attrs.has("data_format")}
+    formats.discard("")
+    return NCHW if formats == {NCHW} else NHWC
+
+
+def _lookup_override(options: FrontendOptions, ref: Ref) -> list[int] | None:
+    for key in (ref_name(ref), ref[0] if ref[1] == 0 else None):
+        if key is not None and key in options.input_shapes:
+            return [int(d) for d in options.input_shapes[key]]
+    return None
+
+
+def _input_shape(ctx: TFContext, node: TFNode, ref: Ref) -> tuple[int, ...]:
+    override = _lookup_override(ctx.options, ref)
+    if override is not None:
+        if any(d < 0 or d > 1 << 31 for d in override):
+            raise InvalidModelError(f"--input-shape for '{node.name}' has an impossible "
+                                    f"dimension: {override}")
+        return tuple(override)
+    found, shape = node.attrs.shape("shape")
+    if not found:
+        listed = node.attrs.ints("_output_shapes", []) or []
+        shape = listed[ref[1]] if ref[1] < len(listed) else None
+    hint = f"pass --input-shape {node.name}=<dims, comma-separated, in the graph's layout>"
+    if shape is None:
+        raise InvalidModelError(f"input '{node.name}' has an unknown rank; {hint}")
+    dims = list(shape)
+    if dims and dims[0] is None:
+        dims[0] = ctx.options.batch or 1  # the batch: --batch, else 1
+    if any(d is None for d in dims):
+        shown = "x".join("?" if d is None else str(d) for d in dims)
+        raise InvalidModelError(f"input '{node.name}' has unknown dimensions ({shown}); {hint}")
+    if any(d > MAX_DIM for d in dims):
+        raise InvalidModelError(f"input '{node.name}' has an absurd shape {dims}")
+    return tuple(dims)
+
+
+def _make_inputs(ctx: TFContext, prepared: PreparedGraph, layout: str) -> set[str]:
+    by_name = {n.name: n for n in prepared.order}
+    names: set[str] = set()
+    for ref in prepared.inputs:
+        node = by_name.get(ref[0])
+        if node is None:
+            continue  # an input the outputs do not depend on
+        shape = _input_shape(ctx, node, ref)
+        dtype_attr = node.attrs.dtype("dtype") or node.attrs.dtype("T")
+        dtype = str(dtype_attr) if dtype_attr is not None else "float32"
+        name = node.name if ref[1] == 0 else ref_name(ref)
+        ctx.graph._names.discard(name)
+        value = Value(ctx.graph.unique_name(name), dtype, shape,
+                      layout if len(shape) == 4 else None)
+        value.meta["source_name"] = ref_name(ref)
+        ctx.graph.add_input(value)
+        ctx.values[ref] = value
+        names.add(node.name)
+    return names
+
+
+def _set_outputs(ctx: TFContext, outputs: list[Ref]) -> None:
+    """Graph outputs carry the TF tensor names: an Identity is added where the tensor's value
+    was produced under another name (pass-through ops), is a graph input or a constant, or is
+    listed twice. The cleanup passes remove it and keep the name."""
+    graph = ctx.graph
+    inputs = {id(v) for v in graph.inputs}
+    seen: set[int] = set()
+    for ref in outputs:
+        value = ctx.values.get(ref)
+        if value is None:
+            raise InvalidModelError(f"output '{ref_name(ref)}' is not computed by the graph")
+        wanted = ref[0] if ref[1] == 0 else ref_name(ref)
+        if (value.producer() is None or id(value) in seen or id(value) in inputs
+                or value.name != wanted):
+            if value.name == wanted and value.is_const:
+                value.name = graph.unique_name(f"{wanted}/value")  # the output takes the name
+            if value.name != wanted:
+                graph._names.discard(wanted)  # the TF node's reserved name, unclaimed so far
+            node = graph.make_node("Identity", [value], name=wanted, doc="output")
+            out = node.outputs[0]
+            out.dtype, out.shape, out.layout = value.dtype, value.shape, value.layout
+            value = out
+        value.meta["source_name"] = ref_name(ref)
+        seen.add(id(value))
+        graph.outputs.append(value)

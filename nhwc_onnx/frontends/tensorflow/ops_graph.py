@@ -1,0 +1,48 @@
+"""Graph plumbing: constants, inputs, pass-through ops (they add no core node)."""
+from __future__ import annotations
+
+from ...ir import Value
+from .context import Refusal, TFContext
+from .registry import REGISTRY
+from .tfnodes import TFNode
+
+
+@REGISTRY.register("Const")
+def convert_const(ctx: TFContext, node: TFNode) -> list[Value]:
+    """A constant tensor (becomes an initializer)."""
+    array = node.attrs.tensor("value")
+    if array is None:
+        raise Refusal("Const has no 'value' tensor")
+    name = ctx._node_name(None)
+    return [ctx.graph.constant(array, name)]
+
+
+@REGISTRY.register("Placeholder")
+def convert_placeholder(ctx: TFContext, node: TFNode) -> list[Value]:
+    """A graph input; reaching it here means it was left out of --inputs."""
+    raise Refusal("this Placeholder is needed by the outputs but is not among the given inputs")
+
+
+@REGISTRY.register("PlaceholderWithDefault")
+def convert_placeholder_with_default(ctx: TFContext, node: TFNode) -> list[Value]:
+    """Not fed: its default value (name it in --inputs to make it a graph input)."""
+    return [ctx.input(0)]
+
+
+@REGISTRY.register("Identity", "StopGradient", "Snapshot", "PreventGradient", "CheckNumerics",
+                   "EnsureShape", "DebugIdentity")
+def convert_identity(ctx: TFContext, node: TFNode) -> list[Value]:
+    """Passes its input through at inference."""
+    return [ctx.input(0)]
+
+
+@REGISTRY.register("IdentityN")
+def convert_identity_n(ctx: TFContext, node: TFNode) -> list[Value]:
+    """Passes every input through."""
+    return ctx.inputs()
+
+
+@REGISTRY.register("NoOp")
+def convert_noop(ctx: TFContext, node: TFNode) -> list[Value]:
+    """Orders execution only: no data."""
+    return []

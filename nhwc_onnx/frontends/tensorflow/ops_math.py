@@ -1,0 +1,143 @@
+"""Elementwise math, activations, reductions and matrix products."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import Value
+from .context import Refusal, TFContext
+from .registry import REGISTRY
+from .tfnodes import TFNode
+
+_UNARY = {
+    "Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Abs": "Abs", "Neg": "Neg",
+    "Sqrt": "Sqrt", "Rsqrt": "Rsqrt", "Square": "Square", "Exp": "Exp", "Log": "Log",
+    "Softplus": "Softplus", "Floor": "Floor", "Ceil": "Ceil", "Sign": "Sign",
+    "Reciprocal": "Reciprocal", "Inv": "Reciprocal", "Erf": "Erf", "LogicalNot": "Not",
+    "Round": "Round",
+}
+_BINARY = {
+    "Add": "Add", "AddV2": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div",
+    "Maximum": "Max", "Minimum": "Min", "Pow": "Pow", "SquaredDifference": "SquaredDifference",
+    "Equal": "Equal", "Less": "Less", "Greater": "Greater", "LogicalAnd": "And",
+    "LogicalOr": "Or", "Div": "Div",
+}
+
+
+@REGISTRY.register(*_UNARY)
+def convert_unary(ctx: TFContext, node: TFNode) -> list[Value]:
+    """One-input elementwise op of the same meaning."""
+    return [ctx.emit1(_UNARY[node.op], [ctx.input(0)])]
+
+
+@REGISTRY.register(*_BINARY)
+def convert_binary(ctx: TFContext, node: TFNode) -> list[Value]:
+    """Two-input elementwise op with numpy broadcasting."""
+    a, b = ctx.input(0), ctx.input(1)
+    if node.op == "Div" and np.dtype(a.dtype or "float32").kind in "iu":
+        raise Refusal("integer Div rounds toward negative infinity; no exact core op")
+    return [ctx.emit1(_BINARY[node.op], [a, b])]
+
+
+@REGISTRY.register("AddN")
+def convert_add_n(ctx: TFContext, node: TFNode) -> list[Value]:
+    """Sum of all inputs."""
+    values = ctx.inputs()
+    if len(values) == 1:
+        return values
+    return [ctx.emit1("Sum", values)]
+
+
+@REGISTRY.register("Relu6")
+def convert_relu6(ctx: TFContext, node: TFNode) -> list[Value]:
+    """min(max(x, 0), 6)."""
+    return [ctx.emit1("Clip", [ctx.input(0)], {"min": 0.0, "max": 6.0})]
+
+
+@REGISTRY.register("Elu")
+def convert_elu(ctx: TFContext, node: TFNode) -> list[Value]:
+    """ELU with alpha 1."""
+    return [ctx.emit1("Elu", [ctx.input(0)], {"alpha": 1.0})]
+
+
+@REGISTRY.register("LeakyRelu")
+def convert_leaky_relu(ctx: TFContext, node: TFNode) -> list[Value]:
+    """Leaky ReLU with the node's alpha (TF default 0.2)."""
+    alpha = float(ctx.attrs.float("alpha", 0.2))
+    return [ctx.emit1("LeakyRelu", [ctx.input(0)], {"alpha": alpha})]
+
+
+_REDUCE = {"Mean": "ReduceMean", "Sum": "ReduceSum", "Max": "ReduceMax", "Min": "ReduceMin",
+           "Prod": "ReduceProd"}
+
+
+@REGISTRY.register(*_REDUCE)
+def convert_reduce(ctx: TFContext, node: TFNode) -> list[Value]:
+    """Reduction over constant axes; keep_dims -> keepdims."""
+    axes = [int(a) for a in ctx.need_const(1, "reduction axes").reshape(-1)]
+    if not axes:  # TensorFlow reduces nothing; the core op would reduce everything
+        return [ctx.input(0)]
+    keep = 1 if ctx.attrs.bool("keep_dims", False) else 0
+    return [ctx.emit1(_REDUCE[node.op], [ctx.input(0)], {"axes": axes, "keepdims": keep})]
+
+
+@REGISTRY.register("ArgMax")
+def convert_argmax(ctx: TFContext, node: TFNode) -> list[Value]:
+    """Index of the maximum along a constant axis (output_type int64 or int32)."""
+    axis = int(ctx.need_const(1, "dimension").reshape(()))
+    return [_argmax_as(ctx, ctx.input(0), axis)]
+
+
+def _argmax_as(ctx: TFContext, x: Value, axis: int) -> Value:
+    """ArgMax, cast to the node's output_type; the last node carries the TF name."""
+    want = ctx.attrs.dtype("output_type", np.dtype("int64"))
+    cast = want != np.dtype("int64")
+    out = ctx.emit1("ArgMax", [x], {"axis": axis, "keepdims": 0},
+                    suffix="argmax" if cast else None)
+    if cast:
+        out = ctx.emit1("Cast", [out], {"to": str(want)})
+    return out
+
+
+@REGISTRY.register("MatMul")
+def convert_matmul(ctx: TFContext, node: TFNode) -> list[Value]:
+    """2-D product; transposes become Gemm flags."""
+    ta = 1 if ctx.attrs.bool("transpose_a", False) else 0
+    tb = 1 if ctx.attrs.bool("transpose_b", False) else 0
+    a, b = ctx.input(0), ctx.input(1)
+    if ta or tb:
+        return [ctx.emit1("Gemm", [a, b], {"transA": ta, "transB": tb})]
+    return [ctx.emit1("MatMul", [a, b])]
+
+
+@REGISTRY.register("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+def convert_batch_matmul(ctx: TFContext, node: TFNode) -> list[Value]:
+    """numpy matmul; adjoints transpose the last two axes of that operand."""
+    operands = []
+    for i, flag in ((0, "adj_x"), (1, "adj_y")):
+        v = ctx.input(i)
+        if ctx.attrs.bool(flag, False):
+            rank = ctx.rank(i, flag)
+            perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+            v = ctx.emit1("Transpose", [v], {"perm": perm}, suffix=f"{flag}_transpose")
+        operands.append(v)
+    return [ctx.emit1("MatMul", operands)]
+
+
+@REGISTRY.register("Cast")
+def convert_cast(ctx: TFContext, node: TFNode) -> list[Value]:
+    """Element type conversion."""
+    to = ctx.attrs.dtype("DstT")
+    if to is None:
+        raise Refusal("Cast without a DstT type")
+    x = ctx.input(0)
+    if x.dtype == str(to):
+        return [x]
+    return [ctx.emit1("Cast", [x], {"to": str(to)})]
+
+
+@REGISTRY.register("ArgMin")
+def convert_argmin(ctx: TFContext, node: TFNode) -> list[Value]:
+    """ArgMax of the negation: the first minimum is the first maximum of -x."""
+    axis = int(ctx.need_const(1, "dimension").reshape(()))
+    negated = ctx.emit1("Neg", [ctx.input(0)], suffix="neg")
+    return [_argmax_as(ctx, negated, axis)]

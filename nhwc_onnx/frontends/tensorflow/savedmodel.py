@@ -1,0 +1,83 @@
+"""SavedModel directories and Keras (.keras / .h5) files: freeze them with TensorFlow (imported
+here, lazily, and only here), then convert the frozen GraphDef like a .pb file."""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from ...errors import MissingDependencyError, ModelLoadError
+from ..base import FrontendOptions
+from .reader import parse_graphdef_bytes
+
+
+def _tensorflow():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        import tensorflow as tf
+        from tensorflow.python.framework.convert_to_constants import (
+            convert_variables_to_constants_v2,
+        )
+    except ImportError as exc:
+        raise MissingDependencyError("tensorflow", "tf", "reading a SavedModel or Keras model") \
+            from exc
+    return tf, convert_variables_to_constants_v2
+
+
+def _saved_model_function(tf, path: str, signature: str):
+    if not os.path.isfile(os.path.join(path, "saved_model.pb")) and not os.path.isfile(
+        os.path.join(path, "saved_model.pbtxt")
+    ):
+        raise ModelLoadError(f"{path}: a directory without saved_model.pb is not a SavedModel")
+    try:
+        loaded = tf.saved_model.load(path)
+    except Exception as exc:  # TensorFlow raises many unrelated types for a bad directory
+        raise ModelLoadError(f"{path}: cannot load the SavedModel: {_first_line(exc)}") from None
+    signatures = dict(loaded.signatures)
+    if signature not in signatures:
+        known = ", ".join(sorted(signatures)) or "none"
+        raise ModelLoadError(f"{path}: no signature '{signature}' (it has: {known})")
+    return signatures[signature], loaded
+
+
+def _keras_function(tf, path: str):
+    import keras
+
+    try:
+        model = keras.models.load_model(path, compile=False)
+    except Exception as exc:  # corrupt archives raise anything from zipfile to h5py
+        raise ModelLoadError(f"{path}: cannot load the Keras model: {_first_line(exc)}") from None
+    specs = [tf.TensorSpec(t.shape, t.dtype, name=f"input_{i}" if len(model.inputs) > 1
+                           else "input") for i, t in enumerate(model.inputs)]
+    single = len(specs) == 1
+
+    def call(*xs):
+        return model(xs[0] if single else list(xs), training=False)
+
+    return tf.function(call).get_concrete_function(*specs), model
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def load_frozen(path: str, options: FrontendOptions):
+    """(GraphDef, weight buffer, label, options naming the function's outputs) for a SavedModel
+    directory or a Keras file."""
+    if not os.path.exists(path):
+        raise ModelLoadError(f"{path}: no such file or directory")
+    tf, freeze = _tensorflow()
+    if os.path.isdir(path):
+        function, _owner = _saved_model_function(tf, path, options.signature)
+    else:
+        function, _owner = _keras_function(tf, path)
+    try:
+        frozen = freeze(function)
+    except Exception as exc:  # freezing fails on unsupported resource ops
+        raise ModelLoadError(f"{path}: cannot freeze the model: {_first_line(exc)}") from None
+    label = os.path.basename(os.path.normpath(path))
+    graph_def, buffer = parse_graphdef_bytes(
+        frozen.graph.as_graph_def().SerializeToString(), label)
+    if not options.outputs:
+        options = dataclasses.replace(options, outputs=[t.name for t in frozen.outputs])
+    return graph_def, buffer, label, options

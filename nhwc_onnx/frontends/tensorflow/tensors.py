@@ -1,0 +1,227 @@
+"""TensorProto -> numpy, DataType -> numpy dtype, and typed reads of node attributes.
+
+Tensor bytes become arrays with ``np.frombuffer`` (one copy out of the parsed message at most,
+never a Python list); a tensor stored as a short value list is broadcast the way TensorFlow
+does it: the last value repeats to fill the shape (MIGraphX's test graphs rely on it).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ...errors import InvalidAttributeError, InvalidModelError, ModelLoadError
+
+# TensorFlow DataType enum value -> numpy dtype (reference types map like their base type).
+_DTYPES: dict[int, np.dtype] = {
+    1: np.dtype("float32"),
+    2: np.dtype("float64"),
+    3: np.dtype("int32"),
+    4: np.dtype("uint8"),
+    5: np.dtype("int16"),
+    6: np.dtype("int8"),
+    9: np.dtype("int64"),
+    10: np.dtype("bool"),
+    17: np.dtype("uint16"),
+    19: np.dtype("float16"),
+    22: np.dtype("uint32"),
+    23: np.dtype("uint64"),
+}
+_DTYPE_NAMES = {
+    0: "invalid", 7: "string", 8: "complex64", 11: "qint8", 12: "quint8", 13: "qint32",
+    14: "bfloat16", 15: "qint16", 16: "quint16", 18: "complex128", 20: "resource", 21: "variant",
+}
+# Which repeated field carries the values of a tensor of each dtype when tensor_content is empty.
+_VALUE_FIELD = {
+    1: "float_val", 2: "double_val", 3: "int_val", 4: "int_val", 5: "int_val", 6: "int_val",
+    9: "int64_val", 10: "bool_val", 17: "int_val", 19: "half_val", 22: "uint32_val",
+    23: "uint64_val",
+}
+MAX_ELEMENTS = 1 << 34  # refuse absurd constant shapes before allocating anything
+MAX_FILLED_BYTES = 1 << 30  # a short value list may expand to at most this much memory
+
+
+def numpy_dtype(tf_type: int, what: str = "tensor") -> np.dtype:
+    """The numpy dtype of a TensorFlow DataType enum value (REF types map to their base)."""
+    base = tf_type - 100 if tf_type > 100 else tf_type
+    dtype = _DTYPES.get(base)
+    if dtype is None:
+        name = _DTYPE_NAMES.get(base, f"enum {tf_type}")
+        raise InvalidAttributeError(f"{what} has TensorFlow dtype {name}, which is not supported")
+    return dtype
+
+
+def shape_from_proto(shape_proto) -> tuple[int | None, ...] | None:
+    """TensorShapeProto -> tuple (None for an unknown dim) or None for unknown rank."""
+    if shape_proto.unknown_rank:
+        return None
+    return tuple(None if d.size < 0 else int(d.size) for d in shape_proto.dim)
+
+
+def tensor_to_numpy(tensor, what: str = "tensor", buffer=None) -> np.ndarray:
+    """Decode a TensorProto into a numpy array (a view of ``buffer`` for lifted contents)."""
+    dtype = numpy_dtype(tensor.dtype, what)
+    shape = shape_from_proto(tensor.tensor_shape)
+    if shape is None or any(d is None for d in shape):
+        raise InvalidModelError(f"{what} has an unknown shape")
+    count = 1
+    for d in shape:
+        count *= d
+    if count > MAX_ELEMENTS:
+        raise InvalidModelError(f"{what} has an absurd shape {list(shape)}")
+    if tensor.external_length:
+        return _external(tensor, what, buffer, dtype, shape, count)
+    content = tensor.tensor_content
+    if content:
+        if len(content) != count * dtype.itemsize:
+            raise InvalidModelError(
+                f"{what}: tensor_content holds {len(content)} bytes, shape {list(shape)} of "
+                f"{dtype} needs {count * dtype.itemsize}"
+            )
+        return np.frombuffer(content, dtype=dtype.newbyteorder("<")).astype(dtype, copy=False) \
+            .reshape(shape)
+    if count * dtype.itemsize > MAX_FILLED_BYTES:
+        raise InvalidModelError(
+            f"{what}: shape {list(shape)} would expand a short value list to "
+            f"{count * dtype.itemsize} bytes"
+        )
+    field = _VALUE_FIELD[tensor.dtype - 100 if tensor.dtype > 100 else tensor.dtype]
+    values = getattr(tensor, field)
+    n = len(values)
+    if field == "half_val":
+        flat = np.array(values, dtype=np.int32).astype(np.uint16).view(np.float16)
+    else:
+        flat = np.array(values, dtype=dtype) if n else np.zeros(0, dtype)
+    if n == count:
+        return flat.reshape(shape)
+    if n == 0:
+        return np.zeros(shape, dtype)
+    if n > count:
+        raise InvalidModelError(f"{what} lists {n} values for shape {list(shape)}")
+    # TensorFlow's rule: the last listed value fills the rest of the tensor.
+    out = np.empty(count, dtype)
+    out[:n] = flat
+    out[n:] = flat[-1]
+    return out.reshape(shape)
+
+
+def _external(tensor, what: str, buffer, dtype: np.dtype, shape: tuple, count: int) -> np.ndarray:
+    offset, length = tensor.external_offset, tensor.external_length
+    if buffer is None or offset + length > len(buffer):
+        raise InvalidModelError(f"{what}: tensor data lies outside the file")
+    if length != count * dtype.itemsize:
+        raise InvalidModelError(
+            f"{what}: tensor_content holds {length} bytes, shape {list(shape)} of {dtype} "
+            f"needs {count * dtype.itemsize}"
+        )
+    return np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(shape)
+
+
+class Attrs:
+    """Typed reads of a NodeDef's attribute map; '$name' placeholders resolve from ``bound``."""
+
+    def __init__(self, node_name: str, op: str, attr_map: Mapping, bound: Mapping | None = None,
+                 buffer=None):
+        self.node_name = node_name
+        self.op = op
+        self._map = attr_map
+        self._bound = bound
+        self._buffer = buffer  # where lifted weights live (see wire.py)
+        self._overrides: dict = {}  # rewritten attributes (patterns.py); the proto stays as is
+
+    def override(self, name: str, value) -> None:
+        """Replace one attribute (an AttrValue) for this node only."""
+        self._overrides[name] = value
+
+    def _get(self, name: str):
+        if name in self._overrides:
+            return self._overrides[name]
+        if name not in self._map:
+            return None
+        value = self._map[name]
+        if value.WhichOneof("value") == "placeholder" and self._bound is not None:
+            return self._bound.get(value.placeholder)
+        return value
+
+    def has(self, name: str) -> bool:
+        return self._get(name) is not None
+
+    def _bad(self, name: str, want: str) -> InvalidAttributeError:
+        return InvalidAttributeError(
+            f"node '{self.node_name}' ({self.op}): attribute '{name}' is not {want}"
+        )
+
+    def get(self, name: str, kind: str, default: Any = None) -> Any:
+        value = self._get(name)
+        if value is None:
+            return default
+        which = value.WhichOneof("value")
+        if which is None:
+            return default
+        if kind == "list":
+            if which != "list":
+                raise self._bad(name, "a list")
+            lst = value.list
+            for field in ("i", "f", "s", "type", "b"):
+                items = getattr(lst, field)
+                if len(items):
+                    return [x.decode("utf-8", "replace") if field == "s" else x for x in items]
+            if len(lst.shape):
+                return [shape_from_proto(s) for s in lst.shape]
+            return []
+        if which != kind:
+            raise self._bad(name, f"of kind {kind}")
+        if kind == "s":
+            return value.s.decode("utf-8", "replace")
+        if kind == "shape":
+            return shape_from_proto(value.shape)
+        if kind == "tensor":
+            return tensor_to_numpy(value.tensor, f"attribute '{name}' of node '{self.node_name}'",
+                                   self._buffer)
+        return getattr(value, kind)
+
+    def int(self, name: str, default: int | None = None) -> int | None:
+        return self.get(name, "i", default)
+
+    def float(self, name: str, default: float | None = None) -> float | None:
+        return self.get(name, "f", default)
+
+    def bool(self, name: str, default: bool | None = None) -> bool | None:
+        return self.get(name, "b", default)
+
+    def str(self, name: str, default: str | None = None) -> str | None:
+        return self.get(name, "s", default)
+
+    def ints(self, name: str, default: list | None = None) -> list | None:
+        return self.get(name, "list", default)
+
+    def dtype(self, name: str, default: np.dtype | None = None) -> np.dtype | None:
+        value = self._get(name)
+        if value is None or value.WhichOneof("value") != "type":
+            return default
+        return numpy_dtype(value.type, f"attribute '{name}' of node '{self.node_name}'")
+
+    def shape(self, name: str):
+        """(found, shape): shape is a tuple with None dims, or None for an unknown rank."""
+        value = self._get(name)
+        if value is None or value.WhichOneof("value") != "shape":
+            return False, None
+        return True, shape_from_proto(value.shape)
+
+    def tensor(self, name: str) -> np.ndarray | None:
+        return self.get(name, "tensor")
+
+
+def check_loadable(data: bytes, path: str) -> None:
+    """Refuse containers that are clearly not a GraphDef, with a hint of what they are."""
+    if not data:
+        raise ModelLoadError(f"{path}: the file is empty")
+    if data[:4] == b"PK\x03\x04":
+        raise ModelLoadError(
+            f"{path}: this is a ZIP archive (a Keras .keras file?), not a TensorFlow GraphDef"
+        )
+    if data[:8] == b"\x89HDF\r\n\x1a\n":
+        raise ModelLoadError(
+            f"{path}: this is an HDF5 file (a Keras .h5 model?), not a TensorFlow GraphDef"
+        )

@@ -1,0 +1,84 @@
+"""Constant folding with the core numpy evaluators.
+
+A node whose inputs are all constants is evaluated once and its outputs become constants that
+keep the node's output names (so ``bn/Rsqrt`` stays a readable weight name). ``Shape``/``Size``
+of a tensor whose shape is static fold too, which then lets whole shape subgraphs (Gather,
+Slice, Concat, Unsqueeze, Cast, ConstantOfShape, Range ...) fold. Shapes are re-inferred between
+rounds so a Reshape whose target just became constant gets its static output shape.
+Size guard: a float output larger than option ``fold_max_bytes`` (default 256 MiB) is left as a
+node; integer (shape-like) results always fold.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import CORE, Graph, Model, Node
+from ..schemas.base import CORE_OPS
+from .base import Pass, PassContext, PassResult
+from .core_eval import evaluate_node
+from .static_shapes import infer_graph
+
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+SHAPE_OF_STATIC = {"Shape", "Size"}
+
+
+def _foldable(node: Node, graph_outputs: set[int]) -> bool:
+    if node.domain != CORE or CORE_OPS.get(node.op) is None:
+        return False
+    if CORE_OPS[node.op].evaluate is None:
+        return False
+    if any(id(v) in graph_outputs for v in node.outputs):
+        return False  # a graph output stays a computed tensor
+    present = [v for v in node.inputs if v is not None]
+    if node.op in SHAPE_OF_STATIC:
+        return bool(present) and present[0].static
+    return bool(present) and all(v.is_const for v in present)
+
+
+def _evaluate(node: Node) -> list[np.ndarray]:
+    if node.op in SHAPE_OF_STATIC:
+        shape = node.inputs[0].shape
+        if node.op == "Shape":
+            return [np.asarray(shape, dtype=np.int64)]
+        return [np.asarray(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)]
+    return evaluate_node(node, [None if v is None else v.const for v in node.inputs])
+
+
+def fold_round(graph: Graph, max_bytes: int, folded: dict[str, int]) -> bool:
+    changed = False
+    graph.toposort()
+    outputs = {id(v) for v in graph.outputs}
+    for node in graph.nodes:
+        if not _foldable(node, outputs):
+            continue
+        arrays = _evaluate(node)
+        too_big = any(
+            a.nbytes > max_bytes and not np.issubdtype(a.dtype, np.integer) for a in arrays
+        )
+        if too_big:
+            continue
+        values = list(node.outputs)
+        graph.remove_node(node)
+        for value, array in zip(values, arrays):
+            value.set_const(np.array(array, order="C"))  # keeps 0-d arrays 0-d
+        folded[node.op] = folded.get(node.op, 0) + 1
+        changed = True
+    return changed
+
+
+class FoldConstants(Pass):
+    name = "fold_constants"
+
+    def call(self, model: Model, ctx: PassContext) -> PassResult:
+        graph = model.graph
+        max_bytes = int(ctx.option("fold_max_bytes", DEFAULT_MAX_BYTES))
+        folded: dict[str, int] = {}
+        modified = False
+        while fold_round(graph, max_bytes, folded):
+            modified = True
+            infer_graph(graph)
+        if folded:
+            summary = ", ".join(f"{op} x{n}" for op, n in sorted(folded.items()))
+            ctx.record("fold_constants", "", f"folded {sum(folded.values())} node(s): {summary}",
+                       counts=folded)
+        return PassResult(modified)

@@ -1,0 +1,276 @@
+"""Legalisation: core ops with no one-to-one dialect op become exact dialect subgraphs.
+
+Every rewrite here is exact in float32 up to the rounding of one operation (negation is
+exact; ``a - b`` is ``a + (-b)`` bit for bit). Division by a constant is rewritten as a
+multiplication only where every divisor is a power of two, because only then is ``x / c``
+equal to ``x * (1/c)`` for every x; other divisors are refused unless the option
+``approximate_division`` is set (then the difference, at most one float32 rounding step per
+element, is stated in a warning).
+
+Whatever core op is left afterwards goes into ONE UnsupportedOpError listing every node with
+its reason, raised before anything is written.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import NodeProblem, UnsupportedOpError
+from ..ir import CORE, Graph, Node, Value
+from .base import Pass, PassContext, PassResult
+from .legalize_tensor import TENSOR_HANDLERS, broadcast_to
+from .rewrite import become, channel_vector, const, const_of, emit, problem, refuse, remove_dead
+
+MAX_MATERIALISED_BYTES = 16 * 1024 * 1024
+
+
+def _neg_scale(graph: Graph, v: Value, name: str) -> Value:
+    """-v: a negated constant, or Scale(v, -1) (negation is exact)."""
+    if v.is_const:
+        return const(graph, -np.asarray(v.const, np.float64), f"{name}/neg")
+    return emit(graph, "Scale", [v], {"scale": -1.0}, f"{name}/neg", v.shape)
+
+
+def _arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    """Add / Mul with numpy broadcasting -> AddBias, BatchNormalization, Scale or Add/Mul."""
+    a, b = node.input(0), node.input(1)
+    out = tuple(node.output.shape)
+    for x, c in ((a, b), (b, a)):
+        cv = const_of(c)
+        if cv is None or x.is_const or tuple(x.shape) != out:
+            continue
+        if node.op == "Mul" and cv.size == 1:
+            become(node, "Scale", [x], {"scale": float(cv.reshape(-1)[0])})
+            return True
+        vec = channel_vector(cv, out[-1], len(out))
+        if vec is not None and node.op == "Add":
+            become(node, "AddBias", [x, const(graph, vec, f"{node.name}/B")])
+            return True
+        if vec is not None and node.op == "Mul" and len(out) >= 2:
+            _affine_bn(graph, node, x, vec, np.zeros_like(vec))
+            return True
+    ins = []
+    for v in (a, b):
+        full = broadcast_to(graph, v, out, f"{node.name}/{v.name}", MAX_MATERIALISED_BYTES)
+        if full is None:
+            return refuse(ctx, node, f"cannot broadcast {v.name} {tuple(v.shape)} to {out} "
+                          "exactly (neither a per-channel vector, nor size-1 axes to "
+                          "replicate, nor a constant under 16 MB)")
+        ins.append(full)
+    become(node, node.op, ins)
+    return True
+
+
+def _affine_bn(graph: Graph, node: Node, x: Value, scale: np.ndarray, bias: np.ndarray) -> None:
+    """y = x*scale + bias per channel as BatchNormalization with mean 0, var 1, epsilon 0."""
+    c = scale.shape[0]
+    become(node, "BatchNormalization",
+           [x, const(graph, scale, f"{node.name}/scale"), const(graph, bias, f"{node.name}/B"),
+            const(graph, np.zeros(c), f"{node.name}/mean"),
+            const(graph, np.ones(c), f"{node.name}/var")], {"epsilon": 0.0})
+
+
+def _sub(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    a, b = node.input(0), node.input(1)
+    become(node, "Add", [a, _neg_scale(graph, b, node.name)], domain=CORE)
+    return _arith(graph, node, ctx)
+
+
+def _is_power_of_two(c: np.ndarray) -> bool:
+    c = np.abs(np.asarray(c, np.float64))
+    if not np.all(np.isfinite(c)) or np.any(c == 0):
+        return False
+    mantissa, _ = np.frexp(c)
+    return bool(np.all(mantissa == 0.5))
+
+
+def _div(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    a, b = node.input(0), node.input(1)
+    cv = const_of(b)
+    if cv is None:
+        return refuse(ctx, node, "division by a non-constant tensor has no dialect form")
+    if not _is_power_of_two(cv):
+        if not ctx.option("approximate_division"):
+            return refuse(ctx, node, "division by a constant that is not a power of two: "
+                          "x / c differs from x * (1/c) by up to one float32 rounding step "
+                          "(set approximate_division to accept that)")
+        ctx.warn(f"node '{node.name}' (Div): x / c replaced by x * (1/c); results may differ "
+                 "by one float32 rounding step (relative 6e-8)")
+    recip = const(graph, 1.0 / np.asarray(cv, np.float64), f"{node.name}/reciprocal")
+    become(node, "Mul", [a, recip], domain=CORE)
+    return _arith(graph, node, ctx)
+
+
+def _neg(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    become(node, "Scale", [node.input(0)], {"scale": -1.0})
+    return True
+
+
+def _bound(graph: Graph, value: float, rank: int, name: str) -> Value:
+    return const(graph, np.full((1,) * rank, value), name)
+
+
+def _min_of(graph: Graph, node: Node, a: Value, b: Value) -> None:
+    """node := min(a, b) = -max(-a, -b) (negation is exact)."""
+    out = node.output.shape
+    m = emit(graph, "Max", [_neg_scale(graph, a, f"{node.name}/a"),
+                            _neg_scale(graph, b, f"{node.name}/b")], None,
+             f"{node.name}/max", out)
+    become(node, "Scale", [m], {"scale": -1.0})
+
+
+def _min(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    _min_of(graph, node, node.input(0), node.input(1))
+    return True
+
+
+def _clip(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    x = node.input(0)
+    low, high = node.attrs.get("min"), node.attrs.get("max")
+    rank = x.rank
+    if low is not None and high is None:
+        become(node, "Max", [x, _bound(graph, low, rank, f"{node.name}/min")])
+        return True
+    if low is not None:
+        x = emit(graph, "Max", [x, _bound(graph, low, rank, f"{node.name}/min")], None,
+                 f"{node.name}/low", x.shape)
+    if high is None:
+        become(node, "Reshape", [x, const(graph, np.array(x.shape), f"{node.name}/shape",
+                                          np.int64)])
+        return True
+    _min_of(graph, node, x, _bound(graph, high, rank, f"{node.name}/max_bound"))
+    return True
+
+
+def _sum(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    out = tuple(node.output.shape)
+    ins = [broadcast_to(graph, v, out, f"{node.name}/{v.name}", MAX_MATERIALISED_BYTES)
+           for v in node.inputs]
+    if any(v is None for v in ins):
+        return refuse(ctx, node, "an input cannot be broadcast exactly to the output shape")
+    if len(ins) == 1:
+        ins = [ins[0], const(graph, np.zeros(out), f"{node.name}/zero")]
+    become(node, "Sum", ins)
+    return True
+
+
+def _mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    n = len(node.inputs)
+    if n & (n - 1):
+        return refuse(ctx, node, f"mean of {n} inputs: dividing by {n} is not an exact "
+                      "multiplication (only powers of two are)")
+    total = emit(graph, "Sum", [v for v in node.inputs], None, f"{node.name}/sum",
+                 node.output.shape) if n > 1 else node.input(0)
+    become(node, "Scale", [total], {"scale": 1.0 / n})
+    return True
+
+
+def _hard_sigmoid_into(graph: Graph, node: Node, x: Value, alpha: float, beta: float,
+                       name: str, final: bool) -> Value | None:
+    """max(0, min(1, alpha*x + beta)) as BN-affine, Relu, then -max(-r, -1)."""
+    c = x.shape[-1]
+    z = emit(graph, "BatchNormalization",
+             [x, const(graph, np.full(c, alpha), f"{name}/alpha"),
+              const(graph, np.full(c, beta), f"{name}/beta"),
+              const(graph, np.zeros(c), f"{name}/mean"), const(graph, np.ones(c), f"{name}/var")],
+             {"epsilon": 0.0}, f"{name}/affine", x.shape)
+    r = emit(graph, "Relu", [z], None, f"{name}/relu", x.shape)
+    neg = emit(graph, "Scale", [r], {"scale": -1.0}, f"{name}/neg", x.shape)
+    m = emit(graph, "Max", [neg, _bound(graph, -1.0, x.rank, f"{name}/one")], None,
+             f"{name}/max", x.shape)
+    if final:
+        become(node, "Scale", [m], {"scale": -1.0})
+        return None
+    return emit(graph, "Scale", [m], {"scale": -1.0}, f"{name}/hard_sigmoid", x.shape)
+
+
+def _hard_sigmoid(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    _hard_sigmoid_into(graph, node, node.input(0), float(node.attrs.get("alpha", 0.2)),
+                       float(node.attrs.get("beta", 0.5)), node.name, final=True)
+    return True
+
+
+def _hard_swish(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    x = node.input(0)
+    gate = _hard_sigmoid_into(graph, node, x, float(np.float32(1.0 / 6.0)), 0.5, node.name,
+                              final=False)
+    become(node, "Mul", [x, gate])
+    return True
+
+
+def _prelu(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    """PRelu with a constant slope that is not per channel: relu(x) + slope * min(x, 0).
+
+    Exact: for x >= 0 the product is a signed zero and x + 0 = x; for x < 0 min(x, 0) = x
+    (two exact negations) and 0 + slope*x is the source's single rounding.
+    """
+    x, out = node.input(0), tuple(node.output.shape)
+    if not node.input(1).is_const:
+        return refuse(ctx, node, "slope is not a constant")
+    slope = broadcast_to(graph, node.input(1), out, f"{node.name}/slope", MAX_MATERIALISED_BYTES)
+    if slope is None:
+        return refuse(ctx, node, f"slope {tuple(node.input(1).shape)} does not broadcast to {out}")
+    pos = emit(graph, "Relu", [x], None, f"{node.name}/pos", out)
+    flipped = emit(graph, "Relu", [_neg_scale(graph, x, f"{node.name}/x")], None,
+                   f"{node.name}/flipped", out)
+    neg = emit(graph, "Scale", [flipped], {"scale": -1.0}, f"{node.name}/neg", out)
+    prod = emit(graph, "Mul", [neg, slope], None, f"{node.name}/slope_x", out)
+    become(node, "Add", [pos, prod])
+    return True
+
+
+HANDLERS = {
+    "Add": _arith, "PRelu": _prelu, "Mul": _arith, "Sub": _sub, "Div": _div, "Neg": _neg, "Min": _min,
+    "Clip": _clip, "Sum": _sum, "Mean": _mean, "HardSigmoid": _hard_sigmoid,
+    "HardSwish": _hard_swish, **TENSOR_HANDLERS,
+}
+
+
+class Legalize(Pass):
+    name = "legalize"
+
+    def call(self, model, ctx: PassContext) -> PassResult:
+        graph = model.graph
+        graph.toposort()
+        modified = False
+        for node in graph.nodes:
+            if node.graph is None or node.domain != CORE:
+                continue
+            handler = HANDLERS.get(node.op)
+            if handler is None or _already_refused(ctx, node):
+                continue
+            if not all(v is None or v.shape is not None for v in (*node.inputs, *node.outputs)):
+                continue
+            source_op = node.op
+            if handler(graph, node, ctx):
+                modified = True
+                ctx.record("legalize", node.name, f"{source_op} rewritten into dialect ops",
+                           op=source_op)
+        if modified:
+            remove_dead(graph)
+        problems = self._leftovers(graph, ctx)
+        if problems:
+            raise UnsupportedOpError(problems)
+        return PassResult(modified)
+
+    @staticmethod
+    def _leftovers(graph: Graph, ctx: PassContext) -> list[NodeProblem]:
+        reasons = {}
+        for d in ctx.decisions:
+            if d.data.get("refused"):
+                reasons[d.node] = d.data.get("reason", d.detail)  # the latest, most specific
+        problems = []
+        for node in graph.nodes:
+            if node.domain == CORE:
+                why = reasons.get(node.name) or (
+                    f"core op '{node.op}' has no exact equivalent in the dialect"
+                    if node.op not in HANDLERS else "no exact dialect rewrite for these shapes")
+                problems.append(problem(node, why))
+        return problems
+
+
+def _already_refused(ctx: PassContext, node: Node) -> bool:
+    """Select refused it for a definite reason that legalisation cannot lift."""
+    return any(d.kind == "select" and d.node == node.name and d.data.get("refused")
+               and node.op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool",
+                               "BatchNormalization", "Softmax", "Cast")
+               for d in ctx.decisions)

@@ -1,0 +1,271 @@
+"""Legalisation of data-movement ops: broadcasting, Split, Pad modes, Tile, Expand, Resize,
+DepthToSpace and the reductions the dialect lacks, each as an exact dialect subgraph.
+
+Broadcasting replicates values, so it is exact: a size-1 axis becomes UpSampling2D "nearest"
+with an integer factor (source index floor(dst / factor) = 0), a constant is materialised.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from math import floor, prod
+
+import numpy as np
+
+from ..ir import DIALECT, Graph, Node, Value
+from .base import PassContext
+from .rewrite import become, const, const_of, emit, positive_axis, refuse
+
+
+def _shape_const(graph: Graph, shape, name: str) -> Value:
+    return const(graph, np.array(list(shape), np.int64), name, np.int64)
+
+
+def broadcast_to(graph: Graph, v: Value, out: tuple, name: str, max_bytes: int,
+                 into: Node | None = None) -> Value | None:
+    """``v`` replicated to ``out`` exactly (None when impossible); ``into`` becomes the last op."""
+    shape = tuple(v.shape)
+    if shape == tuple(out) and into is None:
+        if v.is_const and v.dtype != "float32":
+            return const(graph, v.const, name)
+        return v
+    if v.is_const:
+        try:
+            arr = np.broadcast_to(np.asarray(v.const), out)
+        except ValueError:
+            return None
+        if arr.size * 4 > max_bytes:
+            return None
+        c = const(graph, arr, f"{name}/broadcast")
+        if into is not None:
+            become(into, "Reshape", [c, _shape_const(graph, out, f"{into.name}/shape")])
+        return c
+    if len(shape) > len(out):
+        return None
+    aligned = (1,) * (len(out) - len(shape)) + shape
+    sizes = []
+    for d_in, d_out in zip(aligned, out):
+        if d_in == d_out:
+            sizes.append(1)
+        elif d_in == 1:
+            sizes.append(int(d_out))
+        else:
+            return None
+    if aligned != shape:
+        v = emit(graph, "Reshape", [v, _shape_const(graph, aligned, f"{name}/rank")], None,
+                 f"{name}/rank", aligned)
+    attrs = {"size": sizes, "mode": "nearest"}
+    if into is not None:
+        become(into, "UpSampling2D", [v], attrs)
+        return into.output
+    return emit(graph, "UpSampling2D", [v], attrs, f"{name}/broadcast", out)
+
+
+def _split(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    x = node.input(0)
+    axis = positive_axis(int(node.attrs.get("axis", 0)), x.rank)
+    sizes = [int(s) for s in node.attrs["split"]]
+    if sum(sizes) != x.shape[axis] or len(sizes) != len(node.outputs):
+        return refuse(ctx, node, f"split sizes {sizes} do not cover axis {axis} of "
+                      f"{tuple(x.shape)}")
+    outputs = list(node.outputs)
+    graph.remove_node(node)
+    start = 0
+    for i, (size, out) in enumerate(zip(sizes, outputs)):
+        graph.make_node("Slice", [x], {"starts": [start], "ends": [start + size], "axes": [axis]},
+                        name=f"{node.name}/slice{i}", outputs=[out], domain=DIALECT)
+        start += size
+    return True
+
+
+def _slice_one(graph: Graph, x: Value, axis: int, index: int, name: str) -> Value:
+    shape = list(x.shape)
+    shape[axis] = 1
+    return emit(graph, "Slice", [x], {"starts": [index], "ends": [index + 1], "axes": [axis]},
+                name, shape)
+
+
+def _pad_pieces(graph: Graph, x: Value, axis: int, begin: int, end: int, mode: str,
+                value: float, name: str) -> tuple[list[Value], list[Value]] | None:
+    d = x.shape[axis]
+    if mode == "constant":
+        def block(n: int, where: str) -> list[Value]:
+            shape = list(x.shape)
+            shape[axis] = n
+            return [const(graph, np.full(shape, value), f"{name}/{where}")] if n else []
+        return block(begin, "begin"), block(end, "end")
+    if mode == "edge":
+        first = [_slice_one(graph, x, axis, 0, f"{name}/first")] if begin else []
+        last = [_slice_one(graph, x, axis, d - 1, f"{name}/last")] if end else []
+        return first * begin, last * end
+    if begin > d - 1 or end > d - 1:
+        return None  # reflect needs pads smaller than the axis
+    head = [_slice_one(graph, x, axis, i, f"{name}/r{i}") for i in range(begin, 0, -1)]
+    tail = [_slice_one(graph, x, axis, i, f"{name}/r{i}") for i in range(d - 2, d - 2 - end, -1)]
+    return head, tail
+
+
+def _pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    """Edge / reflect / non-zero constant padding as Concat of Slices and constant blocks."""
+    x = node.input(0)
+    rank = x.rank
+    pads = [int(p) for p in node.attrs["pads"]]
+    mode = node.attrs.get("mode", "constant")
+    value = float(node.attrs.get("value", 0.0))
+    if any(p < 0 for p in pads):
+        return refuse(ctx, node, f"negative pads {pads} with mode {mode}")
+    axes = [a for a in range(rank) if pads[a] or pads[a + rank]]
+    for i, axis in enumerate(axes):
+        pieces = _pad_pieces(graph, x, axis, pads[axis], pads[axis + rank], mode, value,
+                             f"{node.name}/axis{axis}")
+        if pieces is None:
+            return refuse(ctx, node, f"reflect padding {pads} exceeds the axis size "
+                          f"{x.shape[axis]} - 1")
+        inputs = [*pieces[0], x, *pieces[1]]
+        if i == len(axes) - 1:
+            become(node, "Concat", inputs, {"axis": axis})
+            return True
+        shape = list(x.shape)
+        shape[axis] += pads[axis] + pads[axis + rank]
+        x = emit(graph, "Concat", inputs, {"axis": axis}, f"{node.name}/axis{axis}", shape)
+    become(node, "Reshape", [x, _shape_const(graph, x.shape, f"{node.name}/shape")])
+    return True
+
+
+def _tile(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    x = node.input(0)
+    reps = const_of(node.input(1))
+    if reps is None or reps.size != x.rank:
+        return refuse(ctx, node, "repeats must be a constant with one value per axis")
+    axes = [a for a, r in enumerate(reps.tolist()) if int(r) != 1]
+    if not axes:
+        become(node, "Reshape", [x, _shape_const(graph, x.shape, f"{node.name}/shape")])
+        return True
+    for i, axis in enumerate(axes):
+        r = int(reps[axis])
+        if i == len(axes) - 1:
+            become(node, "Concat", [x] * r, {"axis": axis})
+            return True
+        shape = list(x.shape)
+        shape[axis] *= r
+        x = emit(graph, "Concat", [x] * r, {"axis": axis}, f"{node.name}/axis{axis}", shape)
+    return True
+
+
+def _expand(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    out = tuple(node.output.shape)
+    if broadcast_to(graph, node.input(0), out, node.name, 16 << 20, into=node) is None:
+        return refuse(ctx, node, f"cannot replicate {tuple(node.input(0).shape)} to {out}")
+    return True
+
+
+def _coordinate(mode: str, d: int, scale: Fraction, n: int, m: int) -> Fraction:
+    if mode == "asymmetric":
+        return d / scale
+    if mode == "align_corners":
+        return Fraction(d * (n - 1), m - 1) if m > 1 else Fraction(0)
+    if mode == "tf_half_pixel_for_nn":
+        return (d + Fraction(1, 2)) / scale
+    if mode == "pytorch_half_pixel" and m == 1:
+        return Fraction(0)
+    return (d + Fraction(1, 2)) / scale - Fraction(1, 2)  # half_pixel, pytorch_half_pixel
+
+
+def _nearest(x: Fraction, rule: str) -> int:
+    if rule == "floor":
+        return floor(x)
+    if rule == "ceil":
+        return -floor(-x)
+    frac = x - floor(x)
+    if frac == Fraction(1, 2):
+        return floor(x) if rule == "round_prefer_floor" else floor(x) + 1
+    return floor(x + Fraction(1, 2))
+
+
+def _resize(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    """Resize equal to UpSampling2D: integer factors and the same source cells."""
+    x = node.input(0)
+    shape, out = tuple(x.shape), tuple(node.output.shape)
+    mode = node.attrs.get("mode", "nearest")
+    coord = node.attrs.get("coordinate_transformation_mode", "half_pixel")
+    rule = node.attrs.get("nearest_mode", "round_prefer_floor")
+    given = node.attrs.get("scales")
+    sizes = []
+    for axis, (n, m) in enumerate(zip(shape, out)):
+        if m % n:
+            return refuse(ctx, node, f"axis {axis}: {n} -> {m} is not an integer factor")
+        sizes.append(m // n)
+        scale = Fraction(given[axis]).limit_denominator(1 << 20) if given else Fraction(m, n)
+        if m == n and scale == 1:
+            continue
+        if mode == "nearest":
+            for d in range(m):
+                src = min(max(_nearest(_coordinate(coord, d, scale, n, m), rule), 0), n - 1)
+                if src != d // sizes[-1]:
+                    return refuse(ctx, node, f"nearest resize ({coord}, {rule}) reads source "
+                                  f"{src} for output {d} on axis {axis}; UpSampling2D reads "
+                                  f"{d // sizes[-1]}")
+        elif coord not in ("half_pixel", "pytorch_half_pixel") or scale != sizes[-1]:
+            return refuse(ctx, node, f"linear resize with {coord} and scale {float(scale)} on "
+                          f"axis {axis}: only half-pixel bilinear with integer factors equals "
+                          "UpSampling2D linear")
+    if mode == "linear" and (len(shape) != 4 or sizes[0] != 1 or sizes[3] != 1):
+        return refuse(ctx, node, f"linear resize factors {sizes} are not [1, sH, sW, 1]")
+    become(node, "UpSampling2D", [x], {"size": sizes, "mode": mode})
+    return True
+
+
+def _depth_to_space(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    if node.attrs.get("data_format", "NCHW") != "NHWC":
+        return refuse(ctx, node, "data_format is not NHWC after layout conversion")
+    x = node.input(0)
+    n, h, w, c = x.shape
+    bs = int(node.attrs["blocksize"])
+    cc = c // (bs * bs)
+    if node.attrs.get("mode", "DCR") == "DCR":  # channel index (bi*bs + bj)*C' + c
+        split, perm = (n, h, w, bs, bs, cc), [0, 1, 3, 2, 4, 5]
+    else:  # CRD: channel index c*bs*bs + bi*bs + bj
+        split, perm = (n, h, w, cc, bs, bs), [0, 1, 4, 2, 5, 3]
+    blocks = emit(graph, "Reshape", [x, _shape_const(graph, split, f"{node.name}/split")], None,
+                  f"{node.name}/blocks", split)
+    moved_shape = [split[p] for p in perm]
+    moved = emit(graph, "Transpose", [blocks], {"perm": perm}, f"{node.name}/move", moved_shape)
+    become(node, "Reshape", [moved, _shape_const(graph, node.output.shape, f"{node.name}/shape")])
+    return True
+
+
+def _reduce(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    """ReduceMax/Min over H, W -> global pool; ReduceSum = ReduceMean * n for n a power of 2."""
+    x = node.input(0)
+    rank = x.rank
+    axes = node.attrs.get("axes")
+    axes = sorted({positive_axis(int(a), rank) for a in axes}) if axes else list(range(rank))
+    keep = int(node.attrs.get("keepdims", 1))
+    out = node.output.shape
+    if node.op == "ReduceSum":
+        count = prod(x.shape[a] for a in axes)
+        if count & (count - 1):
+            return refuse(ctx, node, f"sum of {count} cells: ReduceMean * {count} is exact only "
+                          "for powers of two")
+        mean = emit(graph, "ReduceMean", [x], {"axes": axes, "keepdims": keep},
+                    f"{node.name}/mean", out)
+        become(node, "Scale", [mean], {"scale": float(count)})
+        return True
+    if rank != 4 or axes != [1, 2]:
+        return refuse(ctx, node, f"{node.op} over axes {axes} of {tuple(x.shape)}: only the "
+                      "spatial axes (a global pool) have a dialect form")
+    pooled_shape = (x.shape[0], 1, 1, x.shape[3])
+    src = x if node.op == "ReduceMax" else emit(graph, "Scale", [x], {"scale": -1.0},
+                                               f"{node.name}/neg", x.shape)
+    pooled = emit(graph, "GlobalMaxPool", [src], None, f"{node.name}/pool", pooled_shape)
+    if node.op == "ReduceMin":
+        pooled = emit(graph, "Scale", [pooled], {"scale": -1.0}, f"{node.name}/back",
+                      pooled_shape)
+    become(node, "Reshape", [pooled, _shape_const(graph, out, f"{node.name}/shape")])
+    return True
+
+
+TENSOR_HANDLERS = {
+    "Split": _split, "Pad": _pad, "Tile": _tile, "Expand": _expand, "Resize": _resize,
+    "DepthToSpace": _depth_to_space, "ReduceMax": _reduce, "ReduceMin": _reduce,
+    "ReduceSum": _reduce,
+}

@@ -1,0 +1,118 @@
+"""Small graph-editing helpers shared by the core -> dialect passes.
+
+A rewritten node keeps its name and its output Values (so consumers, graph outputs and their
+public names stay put): ``become`` changes op, domain, attributes and inputs in place. Helper
+nodes put before it get readable names derived from it (``conv1/pad``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import NodeProblem
+from ..ir import DIALECT, NHWC, Graph, Node, Value
+
+
+def become(node: Node, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any] | None = None,
+           domain: str = DIALECT) -> Node:
+    """Turn ``node`` into another op in place, keeping its name and outputs."""
+    node.op = op
+    node.domain = domain
+    node.attrs = dict(attrs or {})
+    node.set_inputs(list(inputs))
+    return node
+
+
+def emit(graph: Graph, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any] | None,
+         name: str, shape: Sequence[int], domain: str = DIALECT, doc: str = "") -> Value:
+    """Add one node whose single output tensor has the same name as the node."""
+    unique = graph.unique_name(name)
+    out = Value(unique, "float32", shape, layout=NHWC if len(shape) == 4 else None)
+    graph._names.discard(unique)  # let the node take the same readable name as its tensor
+    graph.make_node(op, list(inputs), attrs, name=unique, outputs=[out], domain=domain, doc=doc)
+    return out
+
+
+def const(graph: Graph, array: Any, name: str, dtype: Any = np.float32) -> Value:
+    return graph.constant(np.ascontiguousarray(np.asarray(array, dtype=dtype)), name)
+
+
+def const_of(value: Value | None) -> np.ndarray | None:
+    return None if value is None or not value.is_const else np.asarray(value.const)
+
+
+def sole_consumer(graph: Graph, value: Value) -> Node | None:
+    """The only node reading ``value`` (once), when it is not also a graph output."""
+    uses = value.uses()
+    if len(uses) != 1 or any(v is value for v in graph.outputs):
+        return None
+    return uses[0][0]
+
+
+def channel_vector(array: np.ndarray | None, channels: int | None, rank: int | None
+                   ) -> np.ndarray | None:
+    """The 1-D per-channel (last axis) vector a broadcast constant stands for, else None.
+
+    Accepts shapes (C,), (1, C), (1, 1, 1, C) ... that broadcast only along the last axis of a
+    rank-``rank`` tensor, and scalars / all-ones shapes (the same value on every channel).
+    """
+    if array is None or channels is None or rank is None or array.ndim > rank:
+        return None
+    if array.dtype.kind not in "fiu":
+        return None
+    shape = array.shape
+    if any(d != 1 for d in shape[:-1]):
+        return None
+    if array.ndim == 0 or shape[-1] == 1:
+        return np.full(channels, float(array.reshape(-1)[0]) if array.size else 0.0)
+    if shape[-1] != channels:
+        return None
+    return array.reshape(-1).astype(np.float64)
+
+
+def problem(node: Node, reason: str, rule: str = "") -> NodeProblem:
+    return NodeProblem(node.name, node.op, reason, rule)
+
+
+def shape_of(value: Value | None) -> tuple | None:
+    return None if value is None or value.shape is None else tuple(value.shape)
+
+
+def positive_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def append_after(graph: Graph, node: Node, op: str, extra_inputs: Sequence[Value | None],
+                 attrs: dict[str, Any] | None, suffix: str, domain: str = DIALECT,
+                 shape: Sequence[int] | None = None) -> Node:
+    """Insert ``op`` right after ``node``: it takes over node's output tensor (name, consumers,
+    graph-output role); ``node`` now writes a fresh intermediate tensor."""
+    old = node.outputs[0]
+    inner = old.shape if shape is None else tuple(shape)
+    fresh = Value(graph.unique_name(f"{node.name}/{suffix}_in"), "float32", inner, old.layout)
+    node.outputs[0] = fresh
+    fresh._producer = node
+    old._producer = None
+    return graph.make_node(op, [fresh, *extra_inputs], attrs, name=f"{node.name}/{suffix}",
+                           outputs=[old], domain=domain)
+
+
+def refuse(ctx, node: Node, reason: str) -> bool:
+    """Leave ``node`` unconverted and say why; legalisation reports it in the one final error."""
+    ctx.record("select", node.name, f"{node.op}: {reason}", refused=True, op=node.op,
+               reason=reason)
+    return False
+
+
+def remove_dead(graph: Graph) -> int:
+    """Drop nodes whose outputs nobody reads (patterns leave their inner nodes behind)."""
+    graph.toposort()
+    removed = 0
+    for node in reversed(graph.nodes):
+        if any(v.uses() or any(v is o for o in graph.outputs) for v in node.outputs):
+            continue
+        graph.remove_node(node)
+        removed += 1
+    return removed

@@ -1,0 +1,160 @@
+"""Static shapes: apply --input-shape/--batch overrides, then infer every value's shape and type.
+
+Later passes (padding proofs, layout, op selection) need every dimension known. A graph input
+whose dimensions are still unknown after the overrides is an error naming that input and the
+options that fix it.
+"""
+from __future__ import annotations
+
+from ..errors import InvalidAttributeError, InvalidModelError
+from ..ir import CORE, Graph, Model, Value
+from ..schemas.base import CORE_OPS, DIALECT_OPS, InferContext, RuleError
+from .base import Pass, PassContext, PassResult
+from .core_infer import infer_dtypes
+
+
+def _fmt(shape) -> str:
+    if shape is None:
+        return "unknown"
+    return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+def _hint(name: str, shape) -> str:
+    example = ",".join("1" if not d else str(d) for d in (shape or (1, 224, 224, 3)))
+    return (f"give it with --input-shape {name}={example} (dimensions in the source model's "
+            "layout) or set the batch size with --batch N")
+
+
+def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
+    """Set graph-input shapes from ctx options 'input_shapes' (name -> dims) and 'batch'."""
+    changed = False
+    overrides = dict(ctx.option("input_shapes") or {})
+    by_name = {v.name: v for v in graph.inputs if not v.is_const}
+    # TensorFlow tensor names: 'x' and 'x:0' name the same input.
+    aliases = {name.split(":")[0]: v for name, v in by_name.items()}
+    for raw_name, dims in overrides.items():
+        raw_name = str(raw_name)
+        value = (by_name.get(raw_name) or aliases.get(raw_name)
+                 or by_name.get(raw_name.split(":")[0]))
+        if value is None:
+            known = ", ".join(sorted(by_name)) or "none"
+            raise InvalidAttributeError(
+                f"--input-shape names '{raw_name}', which is not a graph input (inputs: {known})"
+            )
+        dims = [int(d) for d in dims]
+        if any(d <= 0 for d in dims):
+            raise InvalidAttributeError(f"--input-shape {raw_name}: dimensions must be positive")
+        if value.shape is not None and len(value.shape) != len(dims):
+            raise InvalidAttributeError(
+                f"--input-shape {raw_name} gives {len(dims)} dimensions but the input has rank "
+                f"{len(value.shape)} {_fmt(value.shape)}"
+            )
+        for old, new in zip(value.shape or (), dims):
+            if old is not None and old != new:
+                ctx.warn(f"input '{value.name}': overriding declared shape {_fmt(value.shape)} "
+                         f"with {_fmt(dims)}")
+                break
+        if tuple(dims) != value.shape:
+            ctx.record("input_shape", value.name, f"shape set to {_fmt(dims)}", shape=dims)
+            value.shape = tuple(dims)
+            changed = True
+    batch = ctx.option("batch")
+    if batch is not None:
+        batch = int(batch)
+        if batch <= 0:
+            raise InvalidAttributeError(f"--batch must be positive, found {batch}")
+        for value in by_name.values():
+            if value.shape is None or len(value.shape) < 2:
+                continue
+            if value.shape[0] in (None, 0):  # some exporters write 0 for "any batch"
+                value.shape = (batch,) + tuple(value.shape[1:])
+                ctx.record("input_shape", value.name, f"batch set to {batch}", batch=batch)
+                changed = True
+            elif value.shape[0] != batch:
+                # A fixed first dimension may not be a batch at all: never change it silently.
+                ctx.warn(f"input '{value.name}' has a fixed first dimension {value.shape[0]}; "
+                         f"--batch {batch} does not change it (use --input-shape to override)")
+    return changed
+
+
+def check_inputs_static(graph: Graph) -> None:
+    bad = [v for v in graph.inputs
+           if not v.is_const and (not v.static or any(d == 0 for d in v.shape))]
+    if bad:
+        lines = [f"input '{v.name}' has shape {_fmt(v.shape)}"
+                 + (" (a zero-size dimension)" if v.static else "")
+                 + f": {_hint(v.name, v.shape)}" for v in bad]
+        raise InvalidModelError("unknown input dimensions; " + "; ".join(lines))
+
+
+def _merge(declared, inferred):
+    """Inferred dims win; a dim inference cannot know keeps its declared value."""
+    if inferred is None:
+        return declared
+    if declared is None or len(declared) != len(inferred):
+        return tuple(inferred)
+    return tuple(d if i is None else int(i) for d, i in zip(declared, inferred))
+
+
+def infer_graph(graph: Graph) -> bool:
+    """Infer shape and dtype of every node output in topological order; say if any changed.
+
+    A broken rule is an InvalidModelError naming the node.
+    """
+    changed = False
+    graph.toposort()
+    for node in graph.nodes:
+        registry = CORE_OPS if node.domain == CORE else DIALECT_OPS
+        schema = registry.get(node.op)
+        if schema is None or schema.infer is None:
+            continue
+        shapes = [None if v is None else v.shape for v in node.inputs]
+        consts = [None if v is None else v.const for v in node.inputs]
+        ictx = InferContext(node, schema.with_defaults(node.attrs), shapes, consts)
+        try:
+            outs = schema.infer(ictx)
+        except RuleError as err:
+            raise InvalidModelError(
+                f"node '{node.name}' ({node.op}): {err.message}"
+                + (f" (expected {err.expected}, found {err.found})" if err.expected or err.found
+                   else "")
+            ) from err
+        dtypes = infer_dtypes(node, [None if v is None else v.dtype for v in node.inputs])
+        for value, shape, dtype in zip(node.outputs, outs, dtypes):
+            new_shape = _merge(value.shape, shape)
+            if new_shape != value.shape:
+                value.shape = new_shape
+                changed = True
+            if node.domain == CORE and dtype is not None and dtype != value.dtype:
+                value.dtype = dtype
+                changed = True
+    return changed
+
+
+def unknown_values(graph: Graph) -> list[Value]:
+    return [v for v in graph.values() if not v.is_const and not v.static]
+
+
+class StaticShapes(Pass):
+    """Shape inference over core ops; with ``require_static`` every value must end up known."""
+
+    name = "static_shapes"
+
+    def __init__(self, apply_overrides: bool = True, require_static: bool = False):
+        self.apply_overrides = apply_overrides
+        self.require_static = require_static
+
+    def call(self, model: Model, ctx: PassContext) -> PassResult:
+        graph = model.graph
+        changed = apply_input_overrides(graph, ctx) if self.apply_overrides else False
+        check_inputs_static(graph)
+        changed |= infer_graph(graph)
+        if self.require_static:
+            missing = unknown_values(graph)
+            if missing:
+                shown = ", ".join(f"'{v.name}' {_fmt(v.shape)}" for v in missing[:8])
+                raise InvalidModelError(
+                    f"{len(missing)} tensor(s) have shapes that cannot be computed statically: "
+                    f"{shown}; shapes computed at run time are not supported"
+                )
+        return PassResult(changed)

@@ -1,0 +1,164 @@
+"""convert / verify / info through click's runner, plus one real subprocess."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from nhwc_onnx.serialize import load, save
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _conv_net(path: Path, with_unsupported: bool = False) -> Path:
+    """NCHW 2x3x7x5 -> conv1 -> relu -> conv2 -> relu (-> LRN when asked)."""
+    rng = np.random.default_rng(1)
+    w1 = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((6, 4, 3, 3)).astype(np.float32), "w2")
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["y"], name="relu2"),
+    ]
+    out = "y"
+    if with_unsupported:
+        nodes.append(helper.make_node("Hardmax", ["y"], ["z"], name="norm"))
+        nodes.append(helper.make_node("LpNormalization", ["z"], ["z2"], name="lp"))
+        out = "z2"
+    graph = helper.make_graph(
+        nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 7, 5])],
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], [w1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_convert_writes_a_valid_model_and_report(invoke, tmp_path):
+    src = _conv_net(tmp_path / "net.onnx")
+    out = tmp_path / "net.nhwc.onnx"
+    report = tmp_path / "report.json"
+    result = invoke("convert", src, "-o", out, "--verify", "--report", report)
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "verification: MATCH" in result.output
+    assert invoke("check", out).exit_code == 0
+    data = json.loads(report.read_text())
+    schema = json.loads((REPO / "docs" / "report-schema.json").read_text())
+    jsonschema.validate(data, schema)
+    assert data["io_permutations"] == {"x": [0, 2, 3, 1], "y": [0, 2, 3, 1]}
+    assert data["target_ops"] == {"Conv": 2, "Relu": 2}
+    assert {d["kind"] for d in data["decisions"]} >= {"padding"}
+    assert data["verification"]["ok"] is True
+    model = load(out)
+    assert [tuple(v.shape) for v in model.graph.inputs] == [(2, 7, 5, 3)]
+
+
+def test_report_schema_rejects_a_broken_report(tmp_path):
+    schema = json.loads((REPO / "docs" / "report-schema.json").read_text())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"source": "x", "framework": "keras"}, schema)
+
+
+def test_unsupported_ops_listed_together_and_nothing_written(invoke, tmp_path):
+    src = _conv_net(tmp_path / "net.onnx", with_unsupported=True)
+    out = tmp_path / "out.onnx"
+    result = invoke("convert", src, "-o", out)
+    assert result.exit_code == 1
+    assert "'norm' (Hardmax)" in result.stderr and "'lp' (LpNormalization)" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [src]
+
+
+def test_existing_output_survives_a_failed_conversion(invoke, tmp_path):
+    src = _conv_net(tmp_path / "net.onnx", with_unsupported=True)
+    out = tmp_path / "out.onnx"
+    out.write_bytes(b"previous")
+    assert invoke("convert", src, "-o", out).exit_code == 1
+    assert out.read_bytes() == b"previous"
+
+
+def test_output_equal_to_input_is_refused(invoke, tmp_path):
+    src = _conv_net(tmp_path / "net.onnx")
+    before = src.read_bytes()
+    result = invoke("convert", src, "-o", src)
+    assert result.exit_code == 1
+    assert "overwrite the input" in result.stderr
+    assert src.read_bytes() == before
+
+
+def test_unreadable_input_exits_2(invoke, tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x01garbage that is not onnx")
+    result = invoke("convert", bad, "-o", tmp_path / "o.onnx")
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    missing = invoke("convert", tmp_path / "nope.onnx", "-o", tmp_path / "o.onnx")
+    assert missing.exit_code == 2 and "no such file" in missing.stderr
+
+
+def test_verify_catches_a_corrupted_weight_and_bisect_names_the_node(invoke, tmp_path):
+    src = _conv_net(tmp_path / "net.onnx")
+    out = tmp_path / "net.nhwc.onnx"
+    assert invoke("convert", src, "-o", out).exit_code == 0
+    model = load(out)
+    conv2 = next(n for n in model.graph.nodes if n.op == "Conv" and n.name == "conv2")
+    weight = conv2.inputs[1]
+    corrupted = weight.const.copy()
+    corrupted.flat[7] += 3.0
+    weight.set_const(corrupted)
+    save(model, out)
+    ok_before = invoke("verify", src, out)
+    assert ok_before.exit_code == 3, ok_before.output
+    assert "MISMATCH" in ok_before.output
+    result = invoke("verify", src, out, "--bisect", "--format", "json")
+    assert result.exit_code == 3
+    report = json.loads(result.output)
+    assert report["first_divergence"]["node"] == "conv2"
+    assert report["first_divergence"]["source_op"] in ("Conv", "")
+
+
+def test_batch_mode_converts_the_good_and_reports_the_broken(invoke, tmp_path):
+    good = _conv_net(tmp_path / "good.onnx")
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(good.read_bytes()[:100])
+    out_dir = tmp_path / "out"
+    result = invoke("convert", good, broken, "--output-dir", out_dir, "--jobs", "2")
+    assert result.exit_code == 2
+    assert (out_dir / "good.onnx").exists()
+    assert not (out_dir / "broken.onnx").exists()
+    assert "1 of 2 converted" in result.output
+    assert "broken.onnx" in result.output and "failed" in result.output
+
+
+def test_info_reads_sources_and_dialect_models(invoke, tmp_path):
+    src = _conv_net(tmp_path / "net.onnx")
+    result = invoke("info", src, "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["format"] == "onnx"
+    assert data["parameters"] == 4 * 3 * 9 + 6 * 4 * 9
+    assert data["inputs"][0]["shape"] == [2, 3, 7, 5]
+    out = tmp_path / "net.nhwc.onnx"
+    invoke("convert", src, "-o", out)
+    text = invoke("info", out)
+    assert text.exit_code == 0 and "nhwc dialect" in text.output and "Conv x2" in text.output
+
+
+def test_convert_as_a_real_process(tmp_path):
+    src = _conv_net(tmp_path / "net.onnx")
+    out = tmp_path / "net.nhwc.onnx"
+    exe = Path(sys.executable).with_name("nhwc-onnx")
+    proc = subprocess.run([str(exe), "-q", "convert", str(src), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert out.exists()

@@ -1,0 +1,192 @@
+"""Broken inputs end in one clear project error (never a traceback from protobuf or numpy)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_layers_opencv import layer, net
+
+from nhwc_onnx.errors import InvalidModelError, ModelLoadError, NhwcOnnxError
+from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.frontends.caffe import load
+from nhwc_onnx.frontends.caffe.writer import write_caffemodel
+
+CONV = "convolution_param { num_output: 4 kernel_size: 3 }"
+TEXT = net(layer("conv1", "Convolution", ["data"], ["conv1"], CONV)
+           + layer("fc", "InnerProduct", ["conv1"], ["fc"], "inner_product_param { num_output: 5 }"))
+
+
+def _weights(conv_shape=(4, 3, 3, 3), fc_shape=(5, 4 * 9 * 7), skip=(), extra_blob=False):
+    rng = np.random.default_rng(0)
+    layers = []
+    if "conv1" not in skip:
+        blobs = [rng.standard_normal(conv_shape), rng.standard_normal(4)]
+        layers.append(("conv1", "Convolution", blobs + ([np.ones(2)] if extra_blob else [])))
+    if "fc" not in skip:
+        layers.append(("fc", "InnerProduct", [rng.standard_normal(fc_shape),
+                                              rng.standard_normal(5)]))
+    return layers
+
+
+@pytest.fixture
+def files(tmp_path):
+    proto = tmp_path / "deploy.prototxt"
+    proto.write_text(TEXT)
+    return proto, tmp_path / "w.caffemodel"
+
+
+def _load(proto, weights):
+    return load(proto, FrontendOptions(weights=str(weights)))
+
+
+def _one_line(err: Exception) -> str:
+    message = str(err)
+    assert message and "\n" not in message, message
+    return message
+
+
+def test_valid_files_load(files):
+    proto, weights = files
+    write_caffemodel(weights, _weights())
+    assert _load(proto, weights).graph.outputs[0].shape == (2, 5)
+
+
+def test_missing_layer_weights(files):
+    proto, weights = files
+    write_caffemodel(weights, _weights(skip=("fc",)))
+    with pytest.raises(InvalidModelError) as info:
+        _load(proto, weights)
+    assert "'fc'" in _one_line(info.value) and "no weights" in str(info.value)
+
+
+def test_wrong_blob_shape(files):
+    proto, weights = files
+    write_caffemodel(weights, _weights(conv_shape=(4, 3, 5, 5)))
+    with pytest.raises(InvalidModelError) as info:
+        _load(proto, weights)
+    assert "[4, 3, 5, 5]" in _one_line(info.value) and "[4, 3, 3, 3]" in str(info.value)
+
+
+def test_wrong_blob_count(files):
+    proto, weights = files
+    write_caffemodel(weights, _weights(extra_blob=True))
+    with pytest.raises(InvalidModelError) as info:
+        _load(proto, weights)
+    assert "3 blob(s)" in _one_line(info.value)
+
+
+def test_caffemodel_of_another_net(files, tmp_path):
+    proto, weights = files
+    write_caffemodel(weights, [("other", "Convolution", [np.ones((2, 2, 1, 1)), np.ones(2)])])
+    with pytest.raises(InvalidModelError, match="does not match"):
+        _load(proto, weights)
+
+
+@pytest.mark.parametrize("cut", [0.999, 0.5, 0.01])
+def test_truncated_caffemodel(files, cut):
+    proto, weights = files
+    write_caffemodel(weights, _weights())
+    data = weights.read_bytes()
+    weights.write_bytes(data[:max(1, int(len(data) * cut))])
+    with pytest.raises(ModelLoadError) as info:
+        _load(proto, weights)
+    assert "truncated" in _one_line(info.value)
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00" * 64, b"name: 'not binary'\nlayer {}\n"])
+def test_caffemodel_that_is_not_one(files, content):
+    proto, weights = files
+    weights.write_bytes(content)
+    with pytest.raises(NhwcOnnxError) as info:
+        _load(proto, weights)
+    _one_line(info.value)
+
+
+def test_random_bytes_as_caffemodel(files):
+    proto, weights = files
+    rng = np.random.default_rng(7)
+    for i in range(20):
+        weights.write_bytes(rng.integers(0, 256, 200 + 37 * i, dtype=np.uint8).tobytes())
+        with pytest.raises(NhwcOnnxError) as info:
+            _load(proto, weights)
+        _one_line(info.value)
+
+
+def test_prototxt_syntax_error_names_the_line(tmp_path):
+    proto = tmp_path / "bad.prototxt"
+    proto.write_text(TEXT.replace('num_output: 5', 'num_output: 5 }}'))
+    with pytest.raises(ModelLoadError) as info:
+        load(proto, FrontendOptions(weights="random"))
+    line = TEXT.splitlines().index(next(x for x in TEXT.splitlines() if "num_output: 5" in x)) + 1
+    assert f"line {line}" in _one_line(info.value)
+
+
+def test_unknown_field_is_reported_not_dropped(tmp_path):
+    proto = tmp_path / "bad.prototxt"
+    text = TEXT.replace("kernel_size: 3", "kernel_size: 3\n  kernel_sise: 3")
+    proto.write_text(text)
+    with pytest.raises(ModelLoadError) as info:
+        load(proto, FrontendOptions(weights="random"))
+    message = _one_line(info.value)
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if "kernel_sise" in x)
+    assert "kernel_sise" in message and f"line {line}," in message
+
+
+def test_missing_files(tmp_path, files):
+    proto, _weights = files
+    with pytest.raises(ModelLoadError, match="prototxt not found"):
+        load(tmp_path / "nope.prototxt", FrontendOptions(weights="random"))
+    with pytest.raises(ModelLoadError, match="caffemodel not found"):
+        _load(proto, tmp_path / "nope.caffemodel")
+
+
+@pytest.mark.parametrize("content", [b"", b"\x89PNG\r\n\x1a\n\x00\x00", b"\xff\xfe\xfa",
+                                     b"layer { name: 'a' type: 'ReLU' bottom: 'x' top: 'y' }"])
+def test_prototxt_that_is_not_one(tmp_path, content):
+    proto = tmp_path / "x.prototxt"
+    proto.write_bytes(content)
+    with pytest.raises(NhwcOnnxError) as info:
+        load(proto, FrontendOptions(weights="random"))
+    _one_line(info.value)
+
+
+def test_weights_required_without_caffemodel(files):
+    proto, _ = files
+    with pytest.raises(InvalidModelError, match="--weights random"):
+        load(proto, FrontendOptions())
+
+
+def test_missing_input_shape(tmp_path):
+    proto = tmp_path / "n.prototxt"
+    proto.write_text('input: "data"\n' + layer("r", "ReLU", ["data"], ["r"]))
+    with pytest.raises(InvalidModelError, match="--input-shape"):
+        load(proto, FrontendOptions(weights="random"))
+
+
+def test_absurd_shapes(tmp_path):
+    proto = tmp_path / "n.prototxt"
+    proto.write_text(net(layer("r", "ReLU", ["data"], ["r"]), shape=(1, 3, -4, 5)))
+    with pytest.raises(InvalidModelError, match="invalid shape"):
+        load(proto, FrontendOptions(weights="random"))
+    proto.write_text(net(layer("r", "ReLU", ["data"], ["r"]), shape=(1, 3, 1 << 40, 5)))
+    with pytest.raises(InvalidModelError, match="invalid shape"):
+        load(proto, FrontendOptions(weights="random"))
+
+
+def test_reshape_count_mismatch(tmp_path):
+    proto = tmp_path / "n.prototxt"
+    proto.write_text(net(layer("r", "Reshape", ["data"], ["r"],
+                               "reshape_param { shape { dim: 2 dim: 5 } }")))
+    with pytest.raises(InvalidModelError, match="changes the count"):
+        load(proto, FrontendOptions(weights="random"))
+
+
+def test_bottom_without_producer(tmp_path):
+    proto = tmp_path / "n.prototxt"
+    proto.write_text(net(layer("r", "ReLU", ["nothing"], ["r"])))
+    with pytest.raises(InvalidModelError, match="'nothing'"):
+        load(proto, FrontendOptions(weights="random"))

@@ -1,0 +1,172 @@
+"""Reading files: bad bytes, external data confinement, structure errors, shapes, IR < 4."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, str(Path(__file__).parent))
+from onnx_helpers import convert, make_model, run_ort
+
+import nhwc_onnx.frontends.onnx.loader as loader_module
+from nhwc_onnx.errors import InvalidModelError, ModelLoadError
+from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.frontends.onnx import load
+from nhwc_onnx.passes.reference import run_core
+
+
+def _conv_relu() -> onnx.ModelProto:
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    return make_model(nodes, [("x", [2, 3, 7, 5])], [("y", None)], {"w": w})
+
+
+def test_package_imports_the_onnx_library_not_itself():
+    assert loader_module.onnx is onnx
+    assert hasattr(loader_module.onnx, "ModelProto")
+
+
+@pytest.mark.parametrize("content", [b"", os.urandom(0) + b"\x00\x01garbage\xff" * 50,
+                                     b"name: 'not a model'\nlayer { type: 'Conv' }\n",
+                                     b"PK\x03\x04rest-of-zip", b"\x89HDF\r\n\x1a\n....."])
+def test_unreadable_files_are_one_line_model_load_errors(tmp_path, content):
+    path = tmp_path / "model.onnx"
+    path.write_bytes(content)
+    with pytest.raises(ModelLoadError) as info:
+        load(str(path))
+    assert "\n" not in str(info.value)
+
+
+def test_random_bytes_and_every_truncation_are_model_load_errors(tmp_path):
+    data = _conv_relu().SerializeToString()
+    path = tmp_path / "t.onnx"
+    rng = np.random.default_rng(5)
+    for cut in sorted(set(rng.integers(0, len(data), 40).tolist())):
+        path.write_bytes(data[:cut])
+        with pytest.raises(ModelLoadError):
+            load(str(path))
+    path.write_bytes(rng.integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    with pytest.raises(ModelLoadError):
+        load(str(path))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ModelLoadError, match="no such file"):
+        load(str(tmp_path / "absent.onnx"))
+
+
+def _external_model(tmp_path: Path, location: str, data: bytes | None, length=None):
+    model = _conv_relu()
+    w = model.graph.initializer[0]
+    raw = numpy_helper.to_array(w).tobytes()
+    w.ClearField("float_data")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    entries = {"location": location, "offset": "0"}
+    if length is not None:
+        entries["length"] = str(length)
+    for k, v in entries.items():
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    folder = tmp_path / "m"
+    folder.mkdir(exist_ok=True)
+    if data is not None:
+        (folder / "weights.bin").write_bytes(raw if data == b"full" else data)
+    path = folder / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path, raw
+
+
+def test_external_data_inside_the_folder_loads(tmp_path):
+    path, raw = _external_model(tmp_path, "weights.bin", b"full")
+    core = load(str(path))
+    w = next(v for v in core.graph.values() if v.is_const)
+    assert w.const.tobytes() == raw
+
+
+@pytest.mark.parametrize("location", ["/etc/passwd", "../weights.bin", "sub/../../weights.bin"])
+def test_external_data_outside_the_folder_is_refused(tmp_path, location):
+    (tmp_path / "weights.bin").write_bytes(b"\0" * 432)
+    path, _ = _external_model(tmp_path, location, None)
+    with pytest.raises(ModelLoadError, match="refused"):
+        load(str(path))
+
+
+def test_external_data_symlink_escaping_is_refused(tmp_path):
+    outside = tmp_path / "secret.bin"
+    outside.write_bytes(b"\0" * 432)
+    path, _ = _external_model(tmp_path, "link.bin", None)
+    os.symlink(outside, path.parent / "link.bin")
+    with pytest.raises(ModelLoadError, match="outside"):
+        load(str(path))
+
+
+def test_external_data_missing_or_short(tmp_path):
+    path, _ = _external_model(tmp_path, "weights.bin", None)
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        load(str(path))
+    path, _ = _external_model(tmp_path, "weights.bin", b"\0" * 100)
+    with pytest.raises(ModelLoadError, match="too short"):
+        load(str(path))
+
+
+def test_cycle_dangling_and_duplicate_outputs_are_invalid_models():
+    x = [("x", [2, 3])]
+    cycle = make_model([helper.make_node("Relu", ["b"], ["a"]), helper.make_node("Relu", ["a"],
+                                                                                 ["b"])],
+                       x, [("b", None)])
+    with pytest.raises(InvalidModelError, match="cycle"):
+        convert(cycle)
+    dangling = make_model([helper.make_node("Add", ["x", "ghost"], ["y"])], x, [("y", None)])
+    with pytest.raises(InvalidModelError, match="ghost"):
+        convert(dangling)
+    twice = make_model([helper.make_node("Relu", ["x"], ["y"]),
+                        helper.make_node("Sigmoid", ["x"], ["y"])], x, [("y", None)])
+    with pytest.raises(InvalidModelError, match="produced twice"):
+        convert(twice)
+
+
+def test_symbolic_dims_need_shapes_and_say_so():
+    model = _conv_relu()
+    dim = model.graph.input[0].type.tensor_type.shape.dim[0]
+    dim.dim_param = "batch"
+    with pytest.raises(InvalidModelError, match="input_shapes"):
+        convert(model)
+    core = convert(model, batch=2)
+    assert core.graph.inputs[0].shape == (2, 3, 7, 5)
+    core = convert(model, input_shapes={"x": [3, 3, 9, 6]})
+    assert core.graph.inputs[0].shape == (3, 3, 9, 6)
+    assert core.graph.inputs[0].layout == "NCHW"
+
+
+def test_absurd_input_shape_is_refused():
+    model = _conv_relu()
+    with pytest.raises(InvalidModelError, match="absurd"):
+        convert(model, input_shapes={"x": [1 << 20, 3, 1 << 20, 5]})
+
+
+def test_ir3_initializers_listed_as_inputs_are_constants():
+    model = _conv_relu()
+    model.ir_version = 3
+    w = model.graph.initializer[0]
+    model.graph.input.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.dims)))
+    core = convert(model)
+    assert [v.name for v in core.graph.inputs] == ["x"]
+    x = np.random.default_rng(1).standard_normal((2, 3, 7, 5)).astype(np.float32)
+    model.ir_version = 8  # onnxruntime takes the IR 3 form at IR 8 as well
+    want = run_ort(model, {"x": x})["y"]
+    np.testing.assert_allclose(run_core(core, {"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_load_from_path_sets_metadata(tmp_path):
+    path = tmp_path / "net.onnx"
+    path.write_bytes(_conv_relu().SerializeToString())
+    core = load(str(path), FrontendOptions())
+    assert core.metadata["source_framework"] == "onnx"
+    assert core.metadata["source_file"] == "net.onnx"

@@ -1,0 +1,72 @@
+"""Keras applications (random weights, reduced sizes) frozen, converted to the dialect and run
+with onnxruntime, against TensorFlow. Slow: each freezes a full-depth network."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tf_helpers import freeze_keras, load_bytes, run_dialect  # noqa: E402
+
+from nhwc_onnx.errors import UnsupportedOpError
+
+# name -> (input size, constructor kwargs, input range). Sizes are the smallest each accepts
+# (or small multiples); widths are reduced where the architecture has a multiplier.
+APPS = {
+    "MobileNet": (32, {"alpha": 0.25}, 1.0),
+    "MobileNetV2": (64, {"alpha": 0.35}, 1.0),
+    "MobileNetV3Small": (32, {"alpha": 0.75}, 255.0),
+    "MobileNetV3Large": (32, {"alpha": 0.75}, 255.0),
+    "ResNet50": (32, {}, 1.0),
+    "ResNet50V2": (32, {}, 1.0),
+    "InceptionV3": (75, {}, 1.0),
+    "DenseNet121": (32, {}, 1.0),
+    "Xception": (71, {}, 1.0),
+    "VGG16": (32, {}, 1.0),
+    "EfficientNetB0": (32, {}, 255.0),
+    "NASNetMobile": (32, {}, 1.0),
+}
+# MobileNetV3's hard-swish divides by 6; the dialect has no Div and x*(1/6) can differ from x/6
+# by one float32 rounding step, so the pipeline refuses it unless told to accept that.
+PASS_OPTIONS = {"MobileNetV3Small": {"approximate_division": True},
+                "MobileNetV3Large": {"approximate_division": True}}
+
+
+def _build(name: str, size: int, kwargs: dict):
+    import keras
+
+    keras.utils.set_random_seed(1)
+    constructor = getattr(keras.applications, name)
+    return constructor(weights=None, input_shape=(size, size, 3), classes=7,
+                       classifier_activation=None, **kwargs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_keras_application_matches_tensorflow(tmp_path, name):
+    size, kwargs, scale = APPS[name]
+    model = _build(name, size, kwargs)
+    shape = (2, size, size, 3)
+    data, frozen = freeze_keras(model, shape)
+    core = load_bytes(tmp_path, data, outputs=[t.name for t in frozen.outputs])
+    x = np.random.default_rng(0).uniform(0, scale, shape).astype(np.float32)
+    want = np.asarray(model(x, training=False))
+    got = run_dialect(core, {"x": x}, **PASS_OPTIONS.get(name, {}))[0]
+    err = float(np.abs(got - want).max()) / max(1.0, float(np.abs(want).max()))
+    assert err <= 1e-4, f"{name}: relative error {err}"
+    assert "Transpose" not in core.graph.op_counts()
+    assert all(n.domain == "nhwc" for n in core.graph)
+
+
+@pytest.mark.slow
+def test_convnext_is_refused_listing_its_gelu_nodes(tmp_path):
+    model = _build("ConvNeXtTiny", 32, {})
+    data, frozen = freeze_keras(model, (1, 32, 32, 3))
+    with pytest.raises(UnsupportedOpError) as info:
+        load_bytes(tmp_path, data, outputs=[t.name for t in frozen.outputs])
+    problems = info.value.problems
+    assert len(problems) == 18 and all(p.op == "Erfc" for p in problems)
+    assert all("gelu" in p.node for p in problems)
