@@ -215,8 +215,8 @@ def check(paths: Sequence[str | os.PathLike]) -> dict[str, list[ValidationIssue]
 
 
 def verify(*args: Any, **kwargs: Any):
-    """Run source and converted model side by side (see nhwc_onnx.verify)."""
-    from .verify import verify as _verify
+    """Run source and converted model side by side (see nhwc_onnx.verification)."""
+    from .verification import verify as _verify
 
     return _verify(*args, **kwargs)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,8 +136,10 @@ def _run_source(fw, source, options, src_feeds, names, fetch_names) -> dict[str,
 
 def _random_caffemodel(prototxt, options: FrontendOptions) -> str:
     """The seeded random weights the Caffe frontend used, written where OpenCV can read them."""
-    from ..frontends.caffe import write_random_caffemodel
+    from ..frontends.caffe import random_weights
+    from ..frontends.caffe.writer import write_caffemodel
 
-    out = Path(os.environ.get("TMPDIR", "/tmp")) / f"nhwc_onnx_verify_{os.getpid()}.caffemodel"
-    write_random_caffemodel(str(prototxt), str(out), seed=options.seed)
+    _, blobs = random_weights(str(prototxt), options)
+    out = Path(tempfile.gettempdir()) / f"nhwc_onnx_verify_{os.getpid()}_{options.seed}.caffemodel"
+    write_caffemodel(out, [(name, "", arrays) for name, arrays in blobs.items()])
     return str(out)

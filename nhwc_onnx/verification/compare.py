@@ -32,7 +32,8 @@ def compare(
     if ref.size == 0:
         return TensorComparison(name, list(ref.shape), list(act.shape), 0.0, 0.0, 1.0, True)
     finite = np.isfinite(ref) & np.isfinite(act)
-    same_nonfinite = bool(np.all((ref == act) | finite))
+    both_nan = np.isnan(ref) & np.isnan(act)
+    same_nonfinite = bool(np.all((ref == act) | both_nan | finite))
     diff = np.abs(ref - act)
     diff[~finite] = 0.0 if same_nonfinite else np.inf
     max_abs = float(diff.max())

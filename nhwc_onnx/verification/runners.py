@@ -87,12 +87,12 @@ def _frozen_graph_def(path: str):
         else:
             graph_def.ParseFromString(data)
         return graph_def
+    from ..frontends.base import FrontendOptions
     from ..frontends.tensorflow import savedmodel
 
-    frozen = savedmodel.freeze(str(p))
+    ours, _buffer, _label, _options = savedmodel.load_frozen(str(p), FrontendOptions())
     graph_def = tf.compat.v1.GraphDef()
-    graph_def.ParseFromString(frozen.SerializeToString() if hasattr(frozen, "SerializeToString")
-                              else frozen)
+    graph_def.ParseFromString(ours.SerializeToString())
     return graph_def
 
 

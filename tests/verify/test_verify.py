@@ -1,0 +1,94 @@
+"""nhwc_onnx.verify: the comparison arithmetic and each framework's source runner."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nhwc_onnx
+from nhwc_onnx.errors import VerificationError
+from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.verification.compare import compare, to_converted_layout, to_source_layout
+
+CAFFE_NET = """
+name: "tiny"
+input: "data"
+input_shape { dim: 2 dim: 3 dim: 9 dim: 7 }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 stride: 2 } }
+layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "conv" }
+layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" }
+layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool"
+        pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
+layer { name: "fc" type: "InnerProduct" bottom: "pool" top: "fc"
+        inner_product_param { num_output: 5 } }
+"""
+
+
+def test_compare_reports_errors_relative_to_the_output_scale():
+    ref = np.array([[1.0, -4.0], [2.0, 0.5]], np.float32)
+    act = ref + np.array([[0.0, 0.002], [0.0, 0.0]], np.float32)
+    c = compare("y", ref, act, atol=1e-4, rtol=1e-4)
+    assert c.max_abs_error == pytest.approx(0.002, rel=1e-4)
+    assert c.max_rel_error == pytest.approx(0.002 / 4.0, rel=1e-4)
+    assert not c.within  # 0.002 > 1e-4 + 1e-4 * 4
+    assert compare("y", ref, act, atol=0.0, rtol=1e-3).within  # 0.002 <= 1e-3 * 4
+    assert 0.99999 < c.cosine <= 1.0
+
+
+def test_compare_shape_mismatch_and_nan_fail():
+    assert not compare("y", np.zeros((2, 3)), np.zeros((3, 2))).within
+    ref = np.array([1.0, np.nan])
+    assert not compare("y", ref, np.array([1.0, 2.0])).within
+    assert compare("y", ref, ref.copy()).within
+
+
+def test_layout_helpers_are_inverse():
+    x = np.arange(2 * 3 * 5 * 7).reshape(2, 3, 5, 7)
+    perm = [0, 2, 3, 1]
+    ours = to_converted_layout(x, perm)
+    assert ours.shape == (2, 5, 7, 3)
+    assert ours[1, 4, 6, 2] == x[1, 2, 4, 6]
+    np.testing.assert_array_equal(to_source_layout(ours, perm), x)
+
+
+def test_caffe_with_random_weights_matches_opencv(tmp_path):
+    proto = tmp_path / "tiny.prototxt"
+    proto.write_text(CAFFE_NET)
+    options = FrontendOptions(weights="random", seed=3)
+    result = nhwc_onnx.convert(proto, tmp_path / "tiny.onnx", options=options)
+    report = nhwc_onnx.verify(proto, result.model, options=options, seed=5)
+    assert report.ok, report.to_dict()
+    assert [c.name for c in report.outputs] == ["fc"]
+    assert report.outputs[0].source_shape == [2, 5]
+    assert report.outputs[0].max_rel_error < 1e-5
+
+
+def test_verification_error_when_the_model_is_wrong(tmp_path):
+    proto = tmp_path / "tiny.prototxt"
+    proto.write_text(CAFFE_NET)
+    options = FrontendOptions(weights="random", seed=3)
+    result = nhwc_onnx.convert(proto, None, options=options)
+    dense = next(n for n in result.model.graph.nodes if n.op == "Dense")
+    bias = dense.inputs[2]
+    bias.set_const(bias.const + np.float32(0.5))
+    with pytest.raises(VerificationError, match="fc"):
+        nhwc_onnx.verify(proto, result.model, options=options, raise_on_failure=True)
+
+
+@pytest.mark.slow
+def test_keras_file_is_verified_against_tensorflow(tmp_path):
+    import tensorflow as tf
+
+    keras = tf.keras
+    inp = keras.Input((9, 7, 3))
+    x = keras.layers.Conv2D(4, 3, strides=2, padding="same", activation="relu")(inp)
+    x = keras.layers.DepthwiseConv2D(3, padding="same")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    out = keras.layers.Dense(5)(x)
+    path = tmp_path / "m.keras"
+    keras.Model(inp, out).save(path)
+    result = nhwc_onnx.convert(path, tmp_path / "m.onnx")
+    report = nhwc_onnx.verify(path, tmp_path / "m.onnx", seed=1)
+    assert report.ok, report.to_dict()
+    assert report.outputs[0].source_shape == [1, 5]
+    assert result.report.framework == "tf"
