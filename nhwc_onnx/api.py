@@ -191,6 +191,8 @@ def _options_dict(options: FrontendOptions, domain, constants, transpose, approx
 
 
 def _source_op_counts(model: Model) -> dict[str, int]:
+    if model.source_op_counts:
+        return dict(sorted(model.source_op_counts.items()))
     counts: dict[str, int] = {}
     for node in model.graph.nodes:
         op = node.doc or node.op

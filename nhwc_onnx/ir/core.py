@@ -416,6 +416,8 @@ class Model:
         self.io_permutations: dict[str, list[int]] = {}
         self.producer_name = "nhwc-onnx"
         self.doc = ""
+        # Op histogram of the source model as its frontend read it (for the report).
+        self.source_op_counts: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"Model({self.graph.name!r}, {len(self.graph)} nodes)"

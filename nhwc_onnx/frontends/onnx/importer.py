@@ -76,6 +76,8 @@ class OnnxImporter:
             "source_opset": str(self.opsets.get("", 0)),
             "source_ir_version": str(self.proto.ir_version),
         })
+        for node in selected:
+            model.source_op_counts[node.op_type] = model.source_op_counts.get(node.op_type, 0) + 1
         return model
 
     def _output_names(self) -> list[str]:
