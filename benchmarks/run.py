@@ -47,6 +47,12 @@ TARGETS = {
 }
 FLOOR_X = 2.0  # any model: ours <= 2x the load+save floor
 
+# Anchor runs that endanger a shared machine; --unsafe-anchors runs them anyway.
+UNSAFE_ANCHORS = {
+    ("tf2onnx", "keras_vgg16"): "skipped: tf2onnx 1.17 was killed by the kernel's OOM killer "
+                                "at 18 GB anonymous RSS on this 24 GB machine",
+}
+
 FLOOR_SCRIPT = (
     "import sys, onnx\n"
     "m = onnx.load(sys.argv[1])\n"
@@ -162,7 +168,9 @@ def markdown_table(results: dict) -> str:
         (f"Measured {results['date']} on {m['cpu']} ({m['cores']} cores, "
          f"{m['ram_gb']:.0f} GB RAM), Python {m['python']}; {results['runs']} timed runs per tool"
          " after one warm-up; time = median (min-max) s of the whole process, RSS = peak"
-         " resident MB."),
+         " resident MB."
+         + (f" Ours ran from the patched tree {results['ours_pythonpath']}."
+            if results.get("ours_pythonpath") else "")),
         "",
         ("| model | size MB | ours s | ours RSS MB (x size) | floor s | ours/floor"
          " | ovc s / RSS MB | ours/ovc | tf2onnx s / RSS MB | ours/tf2onnx | targets |"),
@@ -249,6 +257,17 @@ def measure(cmd: list[str], timeout: float, env: dict | None = None) -> Sample:
     return Sample(seconds, usage.ru_maxrss, proc.returncode, tail)
 
 
+def failure_text(sample: Sample) -> str:
+    """One line on why a run failed: a signal (with the peak RSS it reached) or its stderr."""
+    if sample.returncode < 0:
+        how = {-9: "killed (SIGKILL: out of memory or timeout)", -15: "terminated (SIGTERM)"}.get(
+            sample.returncode, f"killed by signal {-sample.returncode}")
+        return (f"{how} after {sample.seconds:.0f} s at {sample.rss_kb / 1024:.0f} MB peak RSS; "
+                f"{sample.stderr_tail.strip().splitlines()[-1][-200:] if sample.stderr_tail.strip() else ''}")
+    lines = [ln for ln in sample.stderr_tail.strip().splitlines() if ln.strip()]
+    return f"exit {sample.returncode}: " + " / ".join(lines[-3:])[-400:]
+
+
 @dataclass
 class ToolRun:
     name: str
@@ -258,7 +277,7 @@ class ToolRun:
 
     def record(self, sample: Sample) -> None:
         if sample.returncode != 0:
-            self.error = f"exit {sample.returncode}: {sample.stderr_tail.strip()[-600:]}"
+            self.error = failure_text(sample)
         else:
             self.samples.append(sample)
 
@@ -293,7 +312,8 @@ def _version(package: str) -> str:
 
 
 def bench_model(model: dict, anchors: list[str], runs: int, timeout: float,
-                work: Path, via: str = "cli") -> dict:
+                work: Path, via: str = "cli", skip: dict | None = None,
+                ours_pythonpath: str = "") -> dict:
     """Warm-up round, then ``runs`` rotated rounds; one ToolRun dict per tool."""
     shutil.rmtree(work, ignore_errors=True)  # a stale output of ours must not feed the floor
     work.mkdir(parents=True, exist_ok=True)
@@ -306,8 +326,12 @@ def bench_model(model: dict, anchors: list[str], runs: int, timeout: float,
         if "tf2onnx" in anchors else None,
     }
     tools = {n: ToolRun(n, b) for n, b in builders.items() if b(work / n) is not None}
+    for (tool, name), why in (skip or {}).items():
+        if name == model["name"] and tool in tools:
+            tools[tool].error = why
     commands = {n: t.build(work / n) for n, t in tools.items()}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    ours_env = dict(env, PYTHONPATH=ours_pythonpath) if ours_pythonpath else env
     for round_no, order in enumerate(schedule(list(tools), runs + 1)):
         for name in (list(tools) if round_no == 0 else order):
             tool = tools[name]
@@ -320,7 +344,7 @@ def bench_model(model: dict, anchors: list[str], runs: int, timeout: float,
             if name != "ours":
                 shutil.rmtree(out_dir, ignore_errors=True)
             out_dir.mkdir(parents=True, exist_ok=True)
-            sample = measure(commands[name], timeout, env)
+            sample = measure(commands[name], timeout, ours_env if name == "ours" else env)
             if round_no == 0:
                 if sample.returncode != 0:
                     tool.record(sample)
@@ -394,6 +418,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=bench_models.DEFAULT_CORPUS)
     parser.add_argument("--output", type=Path, default=None,
                         help="JSON path (default benchmarks/results/<stamp>.json)")
+    parser.add_argument("--unsafe-anchors", action="store_true",
+                        help="also run anchor/model pairs known to exhaust memory here")
+    parser.add_argument("--ours-pythonpath", default="",
+                        help="PYTHONPATH for ours only: time a patched copy of nhwc_onnx")
     parser.add_argument("--ours-via", choices=["cli", "api"], default="cli",
                         help="run ours as `nhwc-onnx convert` (default) or via nhwc_onnx.api")
     parser.add_argument("--profile", metavar="MODEL", help="profile one conversion of ours")
@@ -413,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"anchors: {installed or 'none installed'}; running {anchors}", flush=True)
     stamp = dt.datetime.now(dt.timezone.utc)
     results = {"date": stamp.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine_info(),
-               "runs": args.runs, "ours_via": args.ours_via, "anchors": installed, "models": {}}
+               "runs": args.runs, "ours_via": args.ours_via,
+               "ours_pythonpath": args.ours_pythonpath, "anchors": installed, "models": {}}
     for name in names:
         model = bench_models.make(name, args.cache, args.corpus).to_dict()
         entry = {k: model[k] for k in ("framework", "bytes", "weight_bytes", "available",
@@ -423,7 +452,9 @@ def main(argv: list[str] | None = None) -> int:
             big = name == "onnx_big"
             entry["tools"] = bench_model(model, [] if big else anchors,
                                          args.scale_runs if big else args.runs, args.timeout,
-                                         RESULTS / "work" / name, args.ours_via)
+                                         RESULTS / "work" / name, args.ours_via,
+                                         {} if args.unsafe_anchors else UNSAFE_ANCHORS,
+                                         args.ours_pythonpath)
             size = model["weight_bytes"] if big else model["bytes"]
             entry["targets"] = target_checks(name, entry["tools"], size)
             entry["load_avg_after"] = os.getloadavg()

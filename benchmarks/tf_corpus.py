@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import warnings
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from nhwc_onnx.errors import NhwcOnnxError  # noqa: E402
-from nhwc_onnx.frontends.base import FrontendOptions  # noqa: E402
-from nhwc_onnx.frontends.tensorflow import load  # noqa: E402
-from nhwc_onnx.passes.reference import run_core  # noqa: E402
+from nhwc_onnx.errors import NhwcOnnxError
+from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.frontends.tensorflow import load
+from nhwc_onnx.passes.reference import run_core
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "tf"
 # Inputs of unknown size: the shapes this run feeds (odd sizes on purpose; tf2onnx's own tests
@@ -133,7 +133,7 @@ def check(path: Path, use_dialect: bool) -> tuple[str, str]:
     feeds = _inputs_for(model)
     try:
         want = run_tensorflow(path, model, feeds)
-    except Exception as exc:  # the source graph itself cannot run (missing weights ...)
+    except Exception as exc:  # noqa: BLE001 - the source graph itself cannot run
         return label, f"converted; TensorFlow cannot run it: {str(exc).splitlines()[0][:120]}"
     core = run_core(model, feeds)
     try:

@@ -171,3 +171,11 @@ def test_caffe_blob_shapes_and_written_layers_parse_back():
     for blob, array in zip(layer.blobs, arrays):
         assert tuple(blob.shape.dim) == array.shape
         np.testing.assert_array_equal(np.array(blob.data, np.float32), array.ravel())
+
+
+def test_failure_text_names_signal_and_last_lines():
+    killed = run.Sample(12.0, 2048 * 1024, -9, "INFO a\nINFO b\n")
+    assert run.failure_text(killed).startswith("killed (SIGKILL")
+    assert "2048 MB peak RSS" in run.failure_text(killed)
+    exited = run.Sample(1.0, 10, 2, "Usage: x\n\nError: No such command 'convert'.\n")
+    assert run.failure_text(exited) == "exit 2: Usage: x / Error: No such command 'convert'."

@@ -13,7 +13,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 OUT = Path(__file__).resolve().parent / "small_cnn.pb"
 

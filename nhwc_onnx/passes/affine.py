@@ -20,8 +20,8 @@ def channel_count(value: Value) -> int | None:
 
 def node_affine(node: Node, kinds: tuple[str, ...]) -> tuple[Value, np.ndarray, np.ndarray] | None:
     """(x, a, b) when ``node`` (one of ``kinds``) is y = x*a + b per channel (last axis)."""
-    if node.domain != CORE or node.op not in kinds or node.output.shape is None:
-        return None
+    if node.domain != CORE or node.op not in kinds or not node.output.shape:
+        return None  # unknown shape or a scalar: no channel axis
     out = node.output.shape
     c, rank = out[-1], len(out)
     if node.op == "BatchNormalization":

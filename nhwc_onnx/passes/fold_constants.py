@@ -6,7 +6,8 @@ of a tensor whose shape is static fold too, which then lets whole shape subgraph
 Slice, Concat, Unsqueeze, Cast, ConstantOfShape, Range ...) fold. Shapes are re-inferred between
 rounds so a Reshape whose target just became constant gets its static output shape.
 Size guard: a float output larger than option ``fold_max_bytes`` (default 256 MiB) is left as a
-node; integer (shape-like) results always fold.
+node, unless every reader takes it as a weight (the converted model stores it either way);
+integer (shape-like) results always fold.
 """
 from __future__ import annotations
 
@@ -20,6 +21,13 @@ from .static_shapes import infer_graph
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 SHAPE_OF_STATIC = {"Shape", "Size"}
+# Ops whose inputs after the first are parameters (weights, biases, statistics, slopes).
+PARAMETER_INPUTS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "PRelu"}
+
+
+def _only_parameter(value) -> bool:
+    uses = value.uses()
+    return bool(uses) and all(node.op in PARAMETER_INPUTS and index >= 1 for node, index in uses)
 
 
 def _foldable(node: Node, graph_outputs: set[int]) -> bool:
@@ -53,7 +61,8 @@ def fold_round(graph: Graph, max_bytes: int, folded: dict[str, int]) -> bool:
             continue
         arrays = _evaluate(node)
         too_big = any(
-            a.nbytes > max_bytes and not np.issubdtype(a.dtype, np.integer) for a in arrays
+            a.nbytes > max_bytes and not np.issubdtype(a.dtype, np.integer)
+            and not _only_parameter(v) for a, v in zip(arrays, node.outputs)
         )
         if too_big:
             continue

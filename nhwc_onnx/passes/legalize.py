@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import NodeProblem, UnsupportedOpError
 from ..ir import CORE, Graph, Node, Value
 from .base import Pass, PassContext, PassResult
+from .legalize_pool import dilated_max_pool
 from .legalize_tensor import TENSOR_HANDLERS, broadcast_to
 from .rewrite import become, channel_vector, const, const_of, emit, problem, refuse, remove_dead
 
@@ -41,7 +42,7 @@ def _arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
         if node.op == "Mul" and cv.size == 1:
             become(node, "Scale", [x], {"scale": float(cv.reshape(-1)[0])})
             return True
-        vec = channel_vector(cv, out[-1], len(out))
+        vec = channel_vector(cv, out[-1], len(out)) if out else None
         if vec is not None and node.op == "Add":
             become(node, "AddBias", [x, const(graph, vec, f"{node.name}/B")])
             return True
@@ -158,8 +159,12 @@ def _mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if n & (n - 1):
         return refuse(ctx, node, f"mean of {n} inputs: dividing by {n} is not an exact "
                       "multiplication (only powers of two are)")
-    total = emit(graph, "Sum", [v for v in node.inputs], None, f"{node.name}/sum",
-                 node.output.shape) if n > 1 else node.input(0)
+    out = tuple(node.output.shape)
+    ins = [broadcast_to(graph, v, out, f"{node.name}/{v.name}", MAX_MATERIALISED_BYTES)
+           for v in node.inputs]
+    if any(v is None for v in ins):
+        return refuse(ctx, node, "an input cannot be broadcast exactly to the output shape")
+    total = emit(graph, "Sum", ins, None, f"{node.name}/sum", out) if n > 1 else ins[0]
     become(node, "Scale", [total], {"scale": 1.0 / n})
     return True
 
@@ -184,6 +189,8 @@ def _hard_sigmoid_into(graph: Graph, node: Node, x: Value, alpha: float, beta: f
 
 
 def _hard_sigmoid(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    if node.input(0).rank < 2:
+        return refuse(ctx, node, "the exact subgraph needs a channel axis (rank >= 2)")
     _hard_sigmoid_into(graph, node, node.input(0), float(node.attrs.get("alpha", 0.2)),
                        float(node.attrs.get("beta", 0.5)), node.name, final=True)
     return True
@@ -191,6 +198,8 @@ def _hard_sigmoid(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 def _hard_swish(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
+    if x.rank < 2:
+        return refuse(ctx, node, "the exact subgraph needs a channel axis (rank >= 2)")
     gate = _hard_sigmoid_into(graph, node, x, float(np.float32(1.0 / 6.0)), 0.5, node.name,
                               final=False)
     become(node, "Mul", [x, gate])
@@ -218,10 +227,23 @@ def _prelu(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
+def _squared_difference(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    """(a - b) * (a - b): a + (-b) is the same rounding as a - b, then one product."""
+    out = tuple(node.output.shape)
+    a, b = (broadcast_to(graph, v, out, f"{node.name}/{v.name}", MAX_MATERIALISED_BYTES)
+            for v in node.inputs)
+    if a is None or b is None:
+        return refuse(ctx, node, "an input cannot be broadcast exactly to the output shape")
+    diff = emit(graph, "Add", [a, _neg_scale(graph, b, node.name)], None, f"{node.name}/diff",
+                out)
+    become(node, "Mul", [diff, diff])
+    return True
+
+
 HANDLERS = {
-    "Add": _arith, "PRelu": _prelu, "Mul": _arith, "Sub": _sub, "Div": _div, "Neg": _neg, "Min": _min,
+    "Add": _arith, "PRelu": _prelu, "SquaredDifference": _squared_difference, "Mul": _arith, "Sub": _sub, "Div": _div, "Neg": _neg, "Min": _min,
     "Clip": _clip, "Sum": _sum, "Mean": _mean, "HardSigmoid": _hard_sigmoid,
-    "HardSwish": _hard_swish, **TENSOR_HANDLERS,
+    "HardSwish": _hard_swish, "MaxPool": dilated_max_pool, **TENSOR_HANDLERS,
 }
 
 
@@ -254,23 +276,24 @@ class Legalize(Pass):
 
     @staticmethod
     def _leftovers(graph: Graph, ctx: PassContext) -> list[NodeProblem]:
-        reasons = {}
+        reasons: dict[str, tuple[str, str]] = {}
         for d in ctx.decisions:
-            if d.data.get("refused"):
-                reasons[d.node] = d.data.get("reason", d.detail)  # the latest, most specific
+            if d.data.get("refused"):  # the latest record is the most specific
+                reasons[d.node] = (d.data.get("reason", d.detail), d.data.get("rule", ""))
         problems = []
         for node in graph.nodes:
             if node.domain == CORE:
-                why = reasons.get(node.name) or (
-                    f"core op '{node.op}' has no exact equivalent in the dialect"
-                    if node.op not in HANDLERS else "no exact dialect rewrite for these shapes")
-                problems.append(problem(node, why))
+                default = (f"core op '{node.op}' has no exact equivalent in the dialect"
+                           if node.op not in HANDLERS else "no exact dialect rewrite for these "
+                           "shapes")
+                why, rule = reasons.get(node.name, (default, ""))
+                problems.append(problem(node, why, rule))
         return problems
 
 
 def _already_refused(ctx: PassContext, node: Node) -> bool:
     """Select refused it for a definite reason that legalisation cannot lift."""
     return any(d.kind == "select" and d.node == node.name and d.data.get("refused")
-               and node.op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool",
+               and node.op in ("Conv", "ConvTranspose", "AveragePool",
                                "BatchNormalization", "Softmax", "Cast")
                for d in ctx.decisions)

@@ -264,7 +264,28 @@ def _reduce(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
+def _gather(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    """Gather with constant indices: one Slice per index (a Concat of them), then a Reshape
+    when the indices are a scalar (the axis disappears)."""
+    x, idx = node.input(0), const_of(node.input(1))
+    if idx is None or idx.dtype.kind not in "iu" or idx.ndim > 1 or x.is_const:
+        return refuse(ctx, node, "indices must be a constant scalar or 1-D integer list")
+    axis = positive_axis(int(node.attrs.get("axis", 0)), x.rank)
+    dim = x.shape[axis]
+    picks = [int(i) + dim if int(i) < 0 else int(i) for i in idx.reshape(-1)]
+    if not picks or any(not 0 <= i < dim for i in picks):
+        return refuse(ctx, node, f"indices {idx.tolist()} out of range for axis size {dim}")
+    pieces = [_slice_one(graph, x, axis, i, f"{node.name}/at{i}") for i in picks]
+    if idx.ndim == 1 and len(pieces) > 1:
+        become(node, "Concat", pieces, {"axis": axis})
+        return True
+    become(node, "Reshape", [pieces[0], _shape_const(graph, node.output.shape,
+                                                     f"{node.name}/shape")])
+    return True
+
+
 TENSOR_HANDLERS = {
+    "Gather": _gather,
     "Split": _split, "Pad": _pad, "Tile": _tile, "Expand": _expand, "Resize": _resize,
     "DepthToSpace": _depth_to_space, "ReduceMax": _reduce, "ReduceMin": _reduce,
     "ReduceSum": _reduce,

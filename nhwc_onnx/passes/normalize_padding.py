@@ -8,8 +8,9 @@ one-to-one onto the dialect: ``auto_pad`` "SAME_UPPER" (= TF SAME) or "VALID", n
 is the exact form. A zero ``Pad`` feeding a VALID-equivalent Conv is merged into it when the
 result is exactly SAME (Keras ZeroPadding2D + valid Conv2D).
 
-Nodes with no exact form are collected and refused together (one UnsupportedOpError), unless
-the option ``approximate_padding`` is set: then the closest form is used with a warning that
+Nodes with no exact form are left unchanged and recorded as refused; legalisation raises one
+UnsupportedOpError listing them with every other unconvertible node, unless the option
+``approximate_padding`` is set: then the closest form is used with a warning that
 states the numeric effect. ConvTranspose padding is decided by op selection (its dialect form
 always exists: SAME, VALID, or VALID then a Slice).
 """
@@ -17,11 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import NodeProblem, UnsupportedOpError
 from ..ir import CORE, Graph, Node, Value
 from . import padding_math as pm
 from .base import Pass, PassContext, PassResult
-from .rewrite import append_after, const, emit, problem, sole_consumer
+from .rewrite import append_after, const, emit, sole_consumer
 from .value_range import is_nonnegative
 
 _KINDS = {"Conv": pm.CONV, "MaxPool": pm.MAX, "AveragePool": pm.AVG}
@@ -74,24 +74,21 @@ class NormalizePadding(Pass):
     def call(self, model, ctx: PassContext) -> PassResult:
         graph = model.graph
         modified = self._merge_zero_pads(graph, ctx)
-        problems: list[NodeProblem] = []
         for node in graph.nodes:
             if node.domain != CORE or node.op not in _KINDS:
                 continue
             if node.attrs.get("data_format", "NCHW") != "NHWC":
-                problems.append(problem(node, "data_format is not NHWC after layout conversion"))
+                _refuse(ctx, node, "data_format is not NHWC after layout conversion")
                 continue
             if not _static(node.inputs[0]):
-                problems.append(problem(node, f"input shape {node.inputs[0].shape} is not static"))
+                _refuse(ctx, node, f"input shape {node.inputs[0].shape} is not static")
                 continue
             before = (dict(node.attrs), node.input(0))
             why = self._normalize(graph, node, _KINDS[node.op], ctx)
             if why:
-                problems.append(problem(node, why, "padding"))
+                _refuse(ctx, node, why)
             elif before != (node.attrs, node.input(0)):
                 modified = True
-        if problems:
-            raise UnsupportedOpError(problems)
         return PassResult(modified)
 
     def _normalize(self, graph: Graph, node: Node, kind: str, ctx: PassContext) -> str | None:
@@ -216,6 +213,12 @@ class NormalizePadding(Pass):
                        f"{desc}", choice="SAME", merged_pad=pad.name)
             modified = True
         return modified
+
+
+def _refuse(ctx: PassContext, node: Node, why: str) -> None:
+    """Leave the node as it is; legalisation's single error lists it with this reason."""
+    ctx.record("padding", node.name, f"no exact dialect padding (left for legalisation): {why}",
+               refused=True, reason=why, op=node.op, rule="padding")
 
 
 def _static(value: Value) -> bool:

@@ -27,16 +27,15 @@ def become(node: Node, op: str, inputs: Sequence[Value | None], attrs: dict[str,
 
 def emit(graph: Graph, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any] | None,
          name: str, shape: Sequence[int], domain: str = DIALECT, doc: str = "") -> Value:
-    """Add one node whose single output tensor has the same name as the node."""
-    unique = graph.unique_name(name)
-    out = Value(unique, "float32", shape, layout=NHWC if len(shape) == 4 else None)
-    graph._names.discard(unique)  # let the node take the same readable name as its tensor
-    graph.make_node(op, list(inputs), attrs, name=unique, outputs=[out], domain=domain, doc=doc)
+    """Add one node (named from ``name``) with one fresh output tensor; returns the tensor."""
+    out = Value(graph.unique_name(name), "float32", shape, layout=NHWC if len(shape) == 4 else None)
+    graph.make_node(op, list(inputs), attrs, name=name, outputs=[out], domain=domain, doc=doc)
     return out
 
 
 def const(graph: Graph, array: Any, name: str, dtype: Any = np.float32) -> Value:
-    return graph.constant(np.ascontiguousarray(np.asarray(array, dtype=dtype)), name)
+    # np.array copies into a fresh C-contiguous array and, unlike ascontiguousarray, keeps 0-d
+    return graph.constant(np.array(array, dtype=dtype), name)
 
 
 def const_of(value: Value | None) -> np.ndarray | None:

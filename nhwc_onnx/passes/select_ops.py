@@ -312,21 +312,32 @@ def _matmul(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def _to_dense(graph: Graph, node: Node, x, weight: np.ndarray, bias, ctx: PassContext) -> bool:
-    """Dense(x, W (M, K)); a Flatten(axis 1) of an NHWC map in front is absorbed."""
+    """Dense(x, W (M, K)); a Flatten of an NHWC map in front is absorbed."""
     flat = x.producer()
-    if (flat is not None and flat.op in ("Flatten",) and flat.input(0).rank == 4
-            and int(flat.attrs.get("axis", 1)) == 1 and len(x.uses()) == 1
-            and x not in graph.outputs):
+    if flat is not None and _flattens_a_map(flat) and len(x.uses()) == 1 and all(
+            o is not x for o in graph.outputs):
         src = flat.input(0)
         weight = weight.reshape((weight.shape[0], *src.shape[1:]))
         graph.remove_node(flat)
         x = src
-        ctx.record("select", node.name, "Flatten absorbed: Dense on the NHWC map, W (M,H,W,C)")
+        ctx.record("select", node.name, f"{flat.op} absorbed: Dense on the NHWC map, "
+                   "W (M,H,W,C)")
     inputs = [x, const(graph, weight, f"{node.name}/W")]
     if bias is not None:
         inputs.append(const(graph, bias, f"{node.name}/B"))
     become(node, "Dense", inputs)
     return True
+
+
+def _flattens_a_map(node: Node) -> bool:
+    """Flatten(axis 1) of an (N, H, W, C) map: (N, H*W*C) in H, W, C order.
+
+    (A Reshape to the same shape is left as it is: the layout pass already gives the Dense
+    after it a 2-D weight in H, W, C order.)"""
+    src = node.input(0)
+    if src is None or src.rank != 4 or node.op != "Flatten":
+        return False
+    return positive_axis(int(node.attrs.get("axis", 1)), 4) == 1
 
 
 def _space_to_depth(graph: Graph, node: Node, ctx: PassContext) -> bool:

@@ -45,7 +45,7 @@ def _conv(graph: Graph, node: Node, ctx: PassContext) -> bool:
     why = _common_checks(node, ctx)
     mode = _pads_string(node) if why is None else None
     if why is None and mode is None:
-        why = "padding was not normalised to SAME/VALID"
+        return False  # padding normalisation refused it and recorded why
     w, b = const_of(node.input(1)), const_of(node.input(2))
     if why is None and w is None:
         why = "weights are not a constant"
@@ -80,7 +80,7 @@ def _pool(graph: Graph, node: Node, ctx: PassContext) -> bool:
     why = _common_checks(node, ctx)
     mode = _pads_string(node) if why is None else None
     if why is None and mode is None:
-        why = "padding was not normalised to SAME/VALID"
+        return False  # padding normalisation refused it and recorded why
     kernel = [int(k) for k in node.attrs["kernel_shape"]]
     dil = _pair(node, "dilations", 1)
     if why is None and any(d != 1 and k != 1 for d, k in zip(dil, kernel)):

@@ -161,7 +161,7 @@ def _is_nchw_data_input(node: Node, index: int) -> bool:
     return node.op in SPATIAL_OPS and node.attrs.get("data_format", "NCHW") == "NCHW"
 
 
-def _downstream(v: Value) -> tuple[set[int], bool]:
+def downstream(v: Value) -> tuple[set[int], bool]:
     """Nodes computed from ``v``, and whether an NCHW spatial op reads one of them as data."""
     seen: set[int] = set()
     spatial = False
@@ -193,11 +193,11 @@ def _seed_inputs(state: LayoutState, model: Model) -> None:
         if any(node.op in SPATIAL_OPS and index > 0 for node, index in v.uses()):
             continue  # a weight fed at run time keeps its own layout attribute
         if v.layout == NCHW:
-            reach[id(v)], spatial = _downstream(v)
+            reach[id(v)], spatial = downstream(v)
             (images if spatial else candidates).append(v)
         elif v.layout is None and any(_is_nchw_data_input(n, i) for n, i in v.uses()):
             images.append(v)
-            reach[id(v)] = _downstream(v)[0]
+            reach[id(v)] = downstream(v)[0]
     image_nodes: set[int] = set()
     for v in images:
         image_nodes |= reach[id(v)]

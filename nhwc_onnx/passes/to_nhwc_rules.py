@@ -8,7 +8,7 @@ import numpy as np
 from ..ir import Node
 from ..schemas.base import CORE_OPS, LayoutClass
 from .core_eval import flatten_axis
-from .to_nhwc import SPATIAL_OPS, LayoutState
+from .to_nhwc import SPATIAL_OPS, LayoutState, downstream
 from .to_nhwc_layout import (
     NHWC,
     drop_axes_layout,
@@ -39,7 +39,7 @@ def visit(state: LayoutState, node: Node) -> None:
     if rule is None:
         schema = CORE_OPS[node.op]
         rule = _elementwise if schema.layout is LayoutClass.TRANSPARENT else _identity_only
-    always = rule is _spatial or rule is _transpose
+    always = rule is _spatial or rule is _transpose or node.op == "Reshape"
     if not always and not any(state.permuted(v) for v in node.inputs):
         return  # nothing permuted reaches this node: it stays as it is
     rule(state, node)
@@ -247,6 +247,9 @@ def _reshape(state: LayoutState, node: Node) -> None:
     out = node.outputs[0]
     src_in, sigma = state.src_shape(data), state.sig(data)
     src_out = state.src_shape(out)
+    if is_identity(sigma):
+        _dense_into_image(state, node, src_in, src_out)
+        return
     prefer = ([NHWC] if len(src_out) == 4 else []) + [identity(len(src_out))]
     sigma_out = reshape_layout(src_in, sigma, src_out, prefer)
     if sigma_out is not None:
@@ -297,7 +300,7 @@ def _dense_consumers(state: LayoutState, node: Node):
             return f"its result feeds '{user.name}' ({user.op}), not a Gemm/MatMul weight product"
         if weight is None or not weight.is_const or weight.const.ndim != 2:
             return (f"the weight of '{user.name}' ({user.op}) is not a 2-D constant, so its rows "
-                    "cannot be permuted (raise --fold-max-bytes if it is computed from constants)")
+                    "cannot be permuted")
     return uses if uses else "nothing reads its result"
 
 
@@ -324,3 +327,37 @@ def _flatten_into_dense(state: LayoutState, node: Node, src_in, sigma, src_out) 
     _as_reshape(state, node, (int(src_out[0]), int(src_out[1])))
     _outputs(state, node, ())
     return ""
+
+
+def _dense_into_image(state: LayoutState, node: Node, src_in, src_out) -> None:
+    """Dense (N, K) -> Reshape (N, C, H, W) -> NCHW image ops: permute the Dense weight columns
+    (and bias) to H,W,C order so the Reshape yields an NHWC map directly (decoders, GANs)."""
+    data, out = node.inputs[0], node.outputs[0]
+    if len(src_in) != 2 or len(src_out) != 4 or src_in[0] != src_out[0]:
+        return
+    producer = data.producer()
+    if producer is None or data in state.graph.outputs or len(data.uses()) != 1:
+        return
+    weight = producer.input(1)
+    if producer.op not in ("Gemm", "MatMul") or producer.attrs.get("transA"):
+        return
+    if weight is None or not weight.is_const or weight.const.ndim != 2:
+        return
+    bias = producer.input(2) if producer.op == "Gemm" else None
+    per_feature = bias is not None and bias.is_const and bias.const.size > 1
+    if bias is not None and not (bias.is_const and (bias.const.size == 1 or (
+            bias.const.shape[-1] == src_in[1] and bias.const.size == src_in[1]))):
+        return
+    if not downstream(out)[1]:
+        return  # nothing reads it as an image: keep the source order
+    order = flatten_row_order(src_out, NHWC)
+    columns_first = producer.op == "Gemm" and producer.attrs.get("transB", 0)
+    new_w = weight.const[order, :] if columns_first else weight.const[:, order]
+    producer.set_input(1, state.constant(new_w, f"{weight.name}_nhwc"))
+    if per_feature:
+        producer.set_input(2, state.constant(bias.const[..., order], f"{bias.name}_nhwc"))
+    _as_reshape(state, node, stored_shape(src_out, NHWC))
+    _outputs(state, node, NHWC)
+    state.ctx.record("layout", producer.name, f"output features of {producer.op} "
+                     f"'{producer.name}' reordered from C,H,W to H,W,C so that '{node.name}' "
+                     "builds an NHWC feature map")

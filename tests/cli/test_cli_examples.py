@@ -48,12 +48,15 @@ def test_demo_script_checks_and_runs_every_example(examples, tmp_path):
     import sys
 
     proc = subprocess.run([sys.executable, str(examples / "demo.py"), str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = proc.stdout.split("\nSummary\n", 1)[1].splitlines()
-    assert sum(line.startswith("  ok ") for line in summary) == 4
+    assert sum(line.startswith("  ok ") for line in summary) == 7
     assert "invalid/broken.onnx" in proc.stdout and "invalid, as intended" in proc.stdout
-    assert "4 example model(s), 0 unexpected result(s)" in proc.stdout
+    assert "7 example model(s), 0 unexpected result(s)" in proc.stdout
+    for stem in ("small_cnn", "tiny_net", "small_nchw"):  # converted with --verify, checked
+        assert (tmp_path / f"{stem}.nhwc.onnx").is_file()
+    assert proc.stdout.count("verification: MATCH") == 3
     for stem, output in (("tiny_convnet", "probabilities"), ("pad_pool_concat", "upsample"),
                          ("mlp_constants", "scores")):
         assert (tmp_path / stem / f"{output}.npy").is_file()

@@ -112,3 +112,16 @@ def test_nothing_constant_is_unmodified():
     model = Model(g)
     StaticShapes()(model, PassContext())
     assert FoldConstants()(model, PassContext()).modified is False
+
+
+def test_size_guard_does_not_keep_a_computed_weight_unfolded():
+    g = Graph()
+    x = g.add_input(Value("x", shape=(2, 6)))
+    weight = g.make_node("ConstantOfShape", [g.constant(np.asarray([4, 6]), "wshape")],
+                         {"value": np.asarray([0.5], np.float32)}, name="fc/W")
+    g.outputs.append(g.make_node("Gemm", [x, weight.output], {"transB": 1}, name="fc").output)
+    model = Model(g)
+    StaticShapes()(model, PassContext())
+    result = FoldConstants()(model, PassContext(options={"fold_max_bytes": 16}))
+    assert result.modified and [n.op for n in g.nodes] == ["Gemm"]
+    assert g.find_node("fc").inputs[1].name == "fc/W"

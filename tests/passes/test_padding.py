@@ -45,15 +45,17 @@ def test_all_refused_nodes_in_one_error_with_numbers():
     # pad); neither SAME (3 outputs) nor Pad+VALID (divides by 3) reproduces that.
     a2 = _pool(b, "AveragePool", b.x, (N, 4, 4, C), "avg_counts_pads", kernel_shape=[3, 3],
                strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)
-    model = b.model(a1, m1, a2)
+    other = b.op("Exp", [b.x], (N, 5, 6, C), name="exp")  # unsupported for another reason
+    model = b.model(a1, m1, a2, other)
     with pytest.raises(UnsupportedOpError) as err:
         convert(model)
     problems = {p.node: p for p in err.value.problems}
-    assert set(problems) == {"avg_lopsided", "max_ceil", "avg_counts_pads"}
+    assert set(problems) == {"avg_lopsided", "max_ceil", "avg_counts_pads", "exp"}
+    assert problems["max_ceil"].rule == "padding"
     assert "pads [2, 0, 0, 0]" in problems["avg_lopsided"].reason
     assert "divides by 2 in the source, 3 here" in problems["avg_counts_pads"].reason
     assert "provably >= 0" in problems["max_ceil"].reason
-    assert "3 node(s)" in str(err.value)
+    assert "4 node(s)" in str(err.value)
 
 
 def test_approximate_padding_converts_with_a_warning():
@@ -107,6 +109,24 @@ def test_maxpool_zero_pad_allowed_on_proven_nonnegative_input(activation):
            "concat": np.concatenate([np.maximum(x, 0), np.clip(x, 0, 6)], axis=3)}[activation]
     ref = pool_ref(act.astype(float), "max", (3, 3), (2, 2), (0, 0), (4, 3))
     assert max_err(run_dialect(model, x), ref) <= 1e-5
+
+
+@pytest.mark.parametrize("relu,pads,strides", [(False, [0, 0, 0, 0], [1, 1]),
+                                                (True, [2, 1, 1, 2], [2, 3])])
+def test_dilated_maxpool_is_a_max_of_shifted_slices(relu, pads, strides):
+    b = Builder((N, 9, 8, C))
+    src = b.op("Relu", [b.x], (N, 9, 8, C), name="relu") if relu else b.x
+    outs = [(9 + pads[0] + pads[2] - 5) // strides[0] + 1,
+            (8 + pads[1] + pads[3] - 3) // strides[1] + 1]
+    y = _pool(b, "MaxPool", src, (N, *outs, C), "pool", kernel_shape=[3, 2], dilations=[2, 2],
+              strides=strides, pads=pads)
+    model = b.model(y)
+    convert(model)
+    x = rand(N, 9, 8, C)
+    xin = np.maximum(x, 0) if relu else x
+    ref = pool_ref(xin.astype(float), "max", (3, 2), strides, (pads[0], pads[1]), outs,
+                   dilations=(2, 2))
+    assert max_err(run_dialect(model, x), ref) == 0
 
 
 def test_normalize_padding_changes_nothing_on_tf_padding():

@@ -82,14 +82,14 @@ pool_axis = st.tuples(st.integers(1, 9), st.integers(1, 4), st.integers(1, 3),
                       st.integers(0, 2), st.integers(0, 2))
 
 
-def _pool_model(kind, h, w, ceil_mode, cip, auto_pad, relu):
+def _pool_model(kind, h, w, ceil_mode, cip, auto_pad, relu, dil=1):
     """A core pool on (N,H,W,C) (after a Relu when ``relu``); None when the output is empty."""
     outs, plans = [], []
     for i, k, s, pb, pe in (h, w):
         if auto_pad == "NOTSET":
-            o = onnx_pool_out(i, k, s, 1, pb, pe, ceil_mode)
+            o = onnx_pool_out(i, k, s, dil, pb, pe, ceil_mode)
         else:
-            pb, pe, o = _resolve(i, k, s, 1, pb, pe, auto_pad)
+            pb, pe, o = _resolve(i, k, s, dil, pb, pe, auto_pad)
         if o < 1 or pb >= k or pe >= k:
             return None
         outs.append(o)
@@ -97,18 +97,18 @@ def _pool_model(kind, h, w, ceil_mode, cip, auto_pad, relu):
     b = Builder((N, h[0], w[0], C))
     src = b.op("Relu", [b.x], (N, h[0], w[0], C)) if relu else b.x
     op = "MaxPool" if kind == "max" else "AveragePool"
-    extra = {"count_include_pad": cip} if kind == "avg" else {}
+    extra = {"count_include_pad": cip} if kind == "avg" else {"dilations": [dil, dil]}
     y = b.op(op, [src], (N, *outs, C), kernel_shape=[h[1], w[1]], strides=[h[2], w[2]],
              pads=[h[3], w[3], h[4], w[4]], auto_pad=auto_pad, ceil_mode=ceil_mode,
              data_format="NHWC", **extra)
     return b.model(y), outs, plans
 
 
-def _check_pool(kind, h, w, model, outs, plans, cip, relu, **options):
+def _check_pool(kind, h, w, model, outs, plans, cip, relu, dil=1, **options):
     ctx = convert_or_refuse(model, **options)
     prefix = "approximate " if options else ""
     event(f"{prefix}{kind}: " + ("refused" if ctx is None else " ".join(
-        str(d.data.get("choice")) for d in ctx.decisions if d.kind == "padding")))
+        str(d.data.get("choice", "legalised")) for d in ctx.decisions if d.kind == "padding")))
     if ctx is None:
         return False
     x = rand(N, h[0], w[0], C)
@@ -117,7 +117,7 @@ def _check_pool(kind, h, w, model, outs, plans, cip, relu, **options):
     if kind == "avg" and cip:
         extent = ((-plans[0][0], h[0] + plans[0][1]), (-plans[1][0], w[0] + plans[1][1]))
     ref = pool_ref(xin.astype(float), kind, (h[1], w[1]), (h[2], w[2]),
-                   (plans[0][0], plans[1][0]), outs, extent)
+                   (plans[0][0], plans[1][0]), outs, extent, (dil, dil))
     assert max_err(run_dialect(model, x), ref) <= TOL
     return True
 
@@ -125,23 +125,26 @@ def _check_pool(kind, h, w, model, outs, plans, cip, relu, **options):
 @SETTINGS
 @given(kind=st.sampled_from(["max", "avg"]), h=pool_axis, w=pool_axis,
        ceil_mode=st.sampled_from([0, 1]), cip=st.sampled_from([0, 1]), auto_pad=auto_pads,
-       relu=st.booleans())
+       relu=st.booleans(), dil=st.sampled_from([1, 1, 2]))
 @example(kind="avg", h=(8, 3, 2, 1, 1), w=(7, 3, 2, 1, 1), ceil_mode=0, cip=0, auto_pad="NOTSET",
-         relu=False)
+         relu=False, dil=1)
 @example(kind="max", h=(7, 1, 3, 0, 0), w=(6, 2, 3, 0, 0), ceil_mode=1, cip=0, auto_pad="NOTSET",
-         relu=True)
+         relu=True, dil=1)
 @example(kind="max", h=(3, 3, 1, 0, 0), w=(2, 2, 2, 0, 0), ceil_mode=0, cip=0, auto_pad="VALID",
-         relu=False)
-def test_onnx_pool_exact_or_refused(kind, h, w, ceil_mode, cip, auto_pad, relu):
-    built = _pool_model(kind, h, w, ceil_mode, cip, auto_pad, relu)
+         relu=False, dil=1)
+@example(kind="max", h=(9, 3, 2, 1, 1), w=(8, 2, 1, 0, 1), ceil_mode=1, cip=0, auto_pad="NOTSET",
+         relu=True, dil=2)  # dilation 2
+def test_onnx_pool_exact_or_refused(kind, h, w, ceil_mode, cip, auto_pad, relu, dil):
+    dil = dil if kind == "max" else 1  # average pooling has no dilation in the core op set
+    built = _pool_model(kind, h, w, ceil_mode, cip, auto_pad, relu, dil)
     assume(built is not None)
     model, outs, plans = built
-    converted = _check_pool(kind, h, w, model, outs, plans, cip, relu)
+    converted = _check_pool(kind, h, w, model, outs, plans, cip, relu, dil)
     if not converted and kind == "avg":
         # The approximation (same cells, divisor ratio map) must still be within tolerance.
         model, outs, plans = _pool_model(kind, h, w, ceil_mode, cip, auto_pad, relu)
         _check_pool(kind, h, w, model, outs, plans, cip, relu, approximate_padding=True)
-    if auto_pad in ("SAME_UPPER", "VALID") and not (kind == "avg" and cip):
+    if auto_pad in ("SAME_UPPER", "VALID") and not (kind == "avg" and cip) and dil == 1:
         assert converted, "TF SAME / VALID pooling must always convert"
 
 

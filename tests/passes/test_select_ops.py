@@ -67,6 +67,20 @@ def test_flatten_then_gemm_becomes_dense_on_the_map():
     assert max_err(run_dialect(model, x), x.reshape(N, -1).astype(float) @ w.T) <= 1e-4
 
 
+def test_reshape_then_matmul_becomes_reshape_and_dense():
+    w = rand(H * W * C, 3)
+    b = Builder((N, H, W, C))
+    f = b.op("Reshape", [b.x, b.const(np.array([-1, H * W * C], np.int64), "shape")],
+             (N, H * W * C), name="flat")
+    y = b.op("MatMul", [f, b.const(w, "W")], (N, 3), name="fc")
+    model = b.model(y)
+    convert(model)
+    assert _ops(model) == ["Reshape", "Dense"]
+    assert model.graph.nodes[1].inputs[1].shape == (3, H * W * C)
+    x = rand(N, H, W, C)
+    assert max_err(run_dialect(model, x), x.reshape(N, -1).astype(float) @ w) <= 1e-4
+
+
 def test_non_constant_operands_stay_gemm_and_matmul():
     b = Builder((N, 6))
     t = b.op("Transpose", [b.x], (6, N), perm=[1, 0])

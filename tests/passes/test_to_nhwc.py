@@ -259,3 +259,30 @@ def test_final_transpose_to_nchw_of_an_nhwc_graph_vanishes_and_is_recorded():
     assert model.graph.outputs[0].name == "NCHW_output"
     assert model.graph.outputs[0].shape == (N, H, W, C)
     assert model.io_permutations == {"NCHW_output": [0, 2, 3, 1]}
+
+
+def test_dense_reshaped_into_an_image_gets_its_columns_reordered():
+    z, c, h, w = 4, 3, 5, 2
+    fc_w, fc_b = rand(c * h * w, z), rand(c * h * w)
+    deconv_w = rand(c, 2, 3, 3)
+
+    def build():
+        g = Graph()
+        x = g.add_input(Value("z", shape=(N, z)))
+        fc = g.make_node("Gemm", [x, g.constant(fc_w, "fc/W"), g.constant(fc_b, "fc/b")],
+                         {"transB": 1}, name="fc")
+        img = g.make_node("Reshape", [fc.output, g.constant(np.asarray([N, c, h, w]))],
+                          name="to_image")
+        act = g.make_node("Relu", [img.output], name="act")
+        up = g.make_node("ConvTranspose", [act.output, g.constant(deconv_w, "up/W")],
+                         {"kernel_shape": [3, 3], "strides": [2, 2]}, name="up")
+        g.outputs.append(up.output)
+        return Model(g)
+
+    model, (result,), ctx = run_pass_and_compare(build, {"z": rand(N, z)}, [ToNHWC()])
+    assert result.modified and "Transpose" not in _ops(model)
+    g = model.graph
+    assert tuple(g.find_node("to_image").inputs[1].const) == (N, h, w, c)
+    assert g.find_node("fc").inputs[2].name == "fc/b_nhwc"
+    assert model.io_permutations == {"up": [0, 2, 3, 1]}
+    assert any("H,W,C so that 'to_image'" in d.detail for d in ctx.decisions)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzz_cases import CaseFactory, FuzzCase  # noqa: E402
 
 from nhwc_onnx.api import convert  # noqa: E402
-from nhwc_onnx.errors import NhwcOnnxError  # noqa: E402
+from nhwc_onnx.errors import ConversionBugError, NhwcOnnxError  # noqa: E402
 
 CASE_SECONDS = 20.0  # one tiny model never needs this long: more is a hang
 
@@ -80,6 +80,9 @@ def run_case(case: FuzzCase, fmt: str, work: Path) -> tuple[str, Crash | None]:
         outcome = "converted"
     except NhwcOnnxError as exc:
         outcome = type(exc).__name__
+        if isinstance(exc, ConversionBugError):  # allowed, but worth a report of its own
+            lines = str(exc).splitlines()
+            outcome = f"{outcome}: {' '.join(x.strip() for x in lines[:2])[:300]}"
     except CaseTimeout:
         return "crash", Crash(-1, "timeout", f"over {CASE_SECONDS} s", "", case.steps)
     except Exception as exc:  # noqa: BLE001 - exactly what the fuzzer is looking for
@@ -102,6 +105,7 @@ def run_campaign(fmt: str, cases: int, seed: int, work: Path, only: int | None =
     factory = CaseFactory(fmt, seed)
     counts: collections.Counter = collections.Counter()
     crashes: list[Crash] = []
+    bugs: dict[str, int] = {}  # ConversionBugError message -> first case number
     old = signal.signal(signal.SIGALRM, _on_alarm)
     start = time.perf_counter()
     try:
@@ -109,6 +113,9 @@ def run_campaign(fmt: str, cases: int, seed: int, work: Path, only: int | None =
         for i in indices:
             case = factory.case(i)
             outcome, crash = run_case(case, fmt, work)
+            if outcome.startswith("ConversionBugError: "):
+                bugs.setdefault(outcome.partition(": ")[2], i)
+                outcome = "ConversionBugError"
             counts[outcome] += 1
             if crash is not None:
                 crash.case = i
@@ -124,6 +131,7 @@ def run_campaign(fmt: str, cases: int, seed: int, work: Path, only: int | None =
         "cases": sum(counts.values()),
         "outcomes": dict(sorted(counts.items())),
         "crashes": [asdict(c) | {"signature": c.signature} for c in crashes],
+        "conversion_bugs": bugs,
         "seconds": round(time.perf_counter() - start, 2),
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
     }

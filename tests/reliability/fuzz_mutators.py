@@ -80,7 +80,7 @@ def _leaves(msg: Message) -> Iterator[tuple[Message, FD, object]]:
         if is_map:
             yield msg, fd, None
             value_fd = fd.message_type.fields_by_name["value"]
-            for key in list(value):
+            for key in sorted(value):  # map order varies between processes: sort it
                 if value_fd.type == FD.TYPE_MESSAGE:
                     yield from _leaves(value[key])
                 else:
@@ -148,7 +148,7 @@ def _mutate_leaf(parent: Message, fd: FD, key, rng: random.Random, pool: list[st
         return f"set {name}[{key}]"
     is_map = fd.type == FD.TYPE_MESSAGE and fd.message_type.GetOptions().map_entry
     if is_map:
-        keys = list(field)
+        keys = sorted(field)
         if keys:
             del field[rng.choice(keys)]
         return f"delete an entry of {name}"

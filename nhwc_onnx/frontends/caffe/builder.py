@@ -54,7 +54,7 @@ class CaffeBuilder:
         if not shape:
             raise InvalidModelError(
                 f"input '{name}' ({where}) has no shape; pass one with --input-shape "
-                f"{name}:1,3,224,224 (input_shapes={{'{name}': [...]}})")
+                f"{name}=1,3,224,224")
         shape = [int(d) for d in shape]
         if self.batch is not None and shape:
             shape[0] = int(self.batch)
@@ -89,6 +89,7 @@ class CaffeBuilder:
         value = Value(self._fresh_name(base), "float32", shape)
         value.meta["source_name"] = top
         value.meta["source_layer"] = layer.name
+        value.meta["source_top"] = index
         version = self._versions.get(top, -1) + 1
         value.meta["source_version"] = version
         return value

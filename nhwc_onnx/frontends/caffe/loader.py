@@ -21,6 +21,10 @@ from .prototxt import inference_layers, read_prototxt
 from .registry import CHECKS, REGISTRY
 from .weights import WeightSource
 
+# Layers that create blobs from nothing (graph inputs).
+_SOURCE_LAYERS = {"Input", "Data", "ImageData", "MemoryData", "DummyData", "HDF5Data",
+                  "WindowData", "AnnotatedData"}
+
 
 def scan_layers(layers: list[pb.LayerParameter]) -> None:
     """Raise one UnsupportedOpError naming every layer that cannot be converted exactly."""
@@ -75,6 +79,10 @@ def _convert(path: str, options: FrontendOptions, weights_option: str | None
     _net_inputs(b, net)
     for layer in layers:
         fn = REGISTRY.get(layer.type).fn
+        if not layer.bottom and layer.type not in _SOURCE_LAYERS:
+            raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no bottom")
+        if not layer.top and layer.type != "Silence":
+            raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no top")
         try:
             fn(b, layer)
         except NhwcOnnxError:
@@ -88,6 +96,9 @@ def _convert(path: str, options: FrontendOptions, weights_option: str | None
     graph.outputs = _outputs(b, options)
     b.finish()
     model = Model(graph, {"source_framework": "caffe", "source_file": os.fspath(path)})
+    # One count per Caffe layer (a layer may become several core nodes).
+    for layer in layers:
+        model.source_op_counts[layer.type] = model.source_op_counts.get(layer.type, 0) + 1
     if options.weights:
         model.metadata["source_weights"] = os.fspath(options.weights)
     if b.preprocessing:

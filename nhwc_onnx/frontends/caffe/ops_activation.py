@@ -98,6 +98,7 @@ def convert_power(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     if shift != 0.0:
         steps.append(("Add", shift))
     if power != 1.0:
+        # x*x is exactly Caffe's pow(x, 2); other exponents keep their own op.
         named = {2.0: "Square", 0.5: "Sqrt", -1.0: "Reciprocal"}
         steps.append((named[power], None) if power in named else ("Pow", power))
     if not steps:
@@ -106,7 +107,10 @@ def convert_power(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     cur = x
     for i, (op, k) in enumerate(steps):
         last = i == len(steps) - 1
-        inputs = [cur] if k is None else [cur, b.const(layer, np.float32(k), op.lower())]
+        if op == "Square":
+            op, inputs = "Mul", [cur, cur]
+        else:
+            inputs = [cur] if k is None else [cur, b.const(layer, np.float32(k), op.lower())]
         if last:
             b.node(layer, op, inputs, out=top)
         else:

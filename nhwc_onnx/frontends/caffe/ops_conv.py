@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ...errors import InvalidModelError
+from ...errors import InvalidModelError, NodeProblem, UnsupportedOpError
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder, canonical_axis, shape_of
 from .registry import converter
@@ -61,6 +61,8 @@ def _conv_common(b: CaffeBuilder, layer: pb.LayerParameter, transpose: bool) -> 
     for idx, x in enumerate(b.bottoms(layer)):
         n, c, h, w = _nchw(x, layer)
         m = int(p.num_output)
+        if m <= 0:
+            raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has num_output {m}")
         group = int(p.group)
         if layer.type in ("ConvolutionDepthwise", "DepthwiseConvolution"):
             if m != c:
@@ -163,6 +165,12 @@ def convert_pooling(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
         raise InvalidModelError(
             f"layer '{layer.name}' (Pooling): kernel {kh}x{kw} is larger than the padded "
             f"input {h}x{w}")
+    if (oh - 1) * sh >= h + ph or (ow - 1) * sw >= w + pw:
+        # Caffe keeps a last window that starts past the input (stride > kernel, no pad) and
+        # fills it with -FLT_MAX or a negative count: nothing to reproduce exactly.
+        raise UnsupportedOpError([NodeProblem(
+            layer.name, "Pooling", f"ceil rounding with stride {sh, sw} > kernel {kh, kw} makes "
+            "Caffe emit a window that lies entirely outside the input")], "caffe")
     attrs = {"kernel_shape": [kh, kw], "strides": [sh, sw], "pads": [ph, pw, ph, pw],
              "ceil_mode": 1 if ceil else 0, "data_format": "NCHW"}
     if not is_max:
@@ -201,6 +209,8 @@ def convert_inner_product(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     k = int(math.prod(shape[axis:]))
     rows = int(math.prod(shape[:axis]))
     m = int(p.num_output)
+    if m <= 0:
+        raise InvalidModelError(f"layer '{layer.name}' (InnerProduct) has num_output {m}")
     wshape = (k, m) if p.transpose else (m, k)
     specs = [BlobSpec(wshape, "weight", k)] + ([BlobSpec((m,), "bias")] if p.bias_term else [])
     blobs = b.weights.blobs(layer, specs)

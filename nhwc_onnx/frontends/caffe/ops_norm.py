@@ -12,16 +12,9 @@ from .registry import converter
 from .weights import BlobSpec
 
 
-def _check_batchnorm(layer: pb.LayerParameter) -> str | None:
-    p = layer.batch_norm_param
-    if p.HasField("use_global_stats") and not p.use_global_stats:
-        return ("use_global_stats: false normalises with the statistics of the current batch; "
-                "only stored statistics are supported")
-    return None
-
-
-@converter("BatchNorm", check=_check_batchnorm,
-           doc="BatchNormalization with stored mean/var divided by the scale factor")
+@converter("BatchNorm",
+           doc="BatchNormalization with stored mean/var divided by the scale factor; "
+               "use_global_stats: false normalises with the batch's own statistics")
 def convert_batchnorm(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = _one_bottom(b, layer)
     shape = shape_of(x)
@@ -30,6 +23,10 @@ def convert_batchnorm(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     c = shape[1]
     mean, var, factor = b.weights.blobs(
         layer, [BlobSpec((c,), "mean"), BlobSpec((c,), "var"), BlobSpec((1,), "scale_factor")])
+    p = layer.batch_norm_param
+    if p.HasField("use_global_stats") and not p.use_global_stats:
+        _batch_statistics(b, layer, x, shape)
+        return
     # Caffe stores running sums; the statistics are sum / factor, with 0 meaning "no scaling".
     f = float(factor.reshape(-1)[0])
     inv = np.float32(0.0 if f == 0.0 else 1.0 / f)
@@ -114,3 +111,22 @@ def convert_scale(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
 @converter("Bias", doc="Add of a broadcast constant (or a second bottom)")
 def convert_bias(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _affine(b, layer, multiply=False)
+
+
+def _batch_statistics(b: CaffeBuilder, layer: pb.LayerParameter, x: Value, shape) -> None:
+    """Caffe's use_global_stats: false: per-channel mean and (biased) variance of this batch
+    over every axis but 1, then (x - mean) / sqrt(var + eps)."""
+    axes = [a for a in range(len(shape)) if a != 1]
+    kept = tuple(1 if a != 1 else shape[1] for a in range(len(shape)))
+    mean = b.node(layer, "ReduceMean", [x], {"axes": axes, "keepdims": 1}, shape=kept,
+                  part="mean")
+    centered = b.node(layer, "Sub", [x, mean], shape=shape, part="center")
+    square = b.node(layer, "Mul", [centered, centered], shape=shape, part="square")
+    var = b.node(layer, "ReduceMean", [square], {"axes": axes, "keepdims": 1}, shape=kept,
+                 part="var")
+    eps = b.const(layer, np.float32(layer.batch_norm_param.eps), "eps")
+    shifted = b.node(layer, "Add", [var, eps], shape=kept, part="var_eps")
+    std = b.node(layer, "Sqrt", [shifted], shape=kept, part="std")
+    top = b.top_value(layer, 0, shape)
+    b.node(layer, "Div", [centered, std], out=top)
+    b.bind(layer, [top])

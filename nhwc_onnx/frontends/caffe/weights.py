@@ -89,12 +89,19 @@ class WeightSource:
     def _random(self, spec: BlobSpec) -> np.ndarray:
         rng, shape = self.rng, spec.shape
         if spec.kind == "weight":
-            a = rng.standard_normal(shape, dtype=np.float32)
-            a *= np.float32(np.sqrt(2.0 / max(spec.fan_in, 1)))
+            # He-scaled uniform values (variance 2 / fan_in): 3x cheaper than normal ones,
+            # which matters for VGG's 138 M weights.
+            a = rng.random(shape, dtype=np.float32)
+            a -= np.float32(0.5)
+            a *= np.float32(2.0 * np.sqrt(3.0) * np.sqrt(2.0 / max(spec.fan_in, 1)))
         elif spec.kind in ("bias", "beta", "mean"):
             a = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.1)
-        elif spec.kind == "var" or spec.kind == "gamma":
+        elif spec.kind == "var":
             a = rng.uniform(0.5, 1.5, shape)
+        elif spec.kind == "gamma":
+            # Below 1 on purpose: stored BatchNorm statistics do not match random activations,
+            # and gains around 1 make deep residual nets blow up (ill-conditioned outputs).
+            a = rng.uniform(0.25, 0.75, shape)
         elif spec.kind == "slope":
             a = rng.uniform(0.0, 0.5, shape)
         elif spec.kind == "scale_factor":

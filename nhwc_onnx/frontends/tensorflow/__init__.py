@@ -25,4 +25,4 @@ def load(path: str | os.PathLike, options: FrontendOptions | None = None) -> Mod
     return load_file(text, options)
 
 
-__all__ = ["REGISTRY", "load", "convert_graphdef"]
+__all__ = ["REGISTRY", "convert_graphdef", "load"]

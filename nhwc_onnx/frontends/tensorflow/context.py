@@ -18,6 +18,13 @@ _BOOL_OUT = frozenset({"Equal", "Less", "Greater", "And", "Or", "Not"})
 _INT64_OUT = frozenset({"Shape", "Size", "ArgMax"})
 
 
+def release_name(graph: Graph, name: str) -> None:
+    """Make a reserved name available again. Every TF node name is reserved before
+    conversion so helper nodes ('<name>/<suffix>' with a counter) never take a name a later
+    TF node needs; the node that carries it releases it just before taking it."""
+    graph._names.discard(name)
+
+
 class Refusal(Exception):
     """A converter cannot express this node exactly; the reason goes into the one error."""
 
@@ -97,11 +104,14 @@ class TFContext:
     # -- emitting -----------------------------------------------------------------------------
     def _node_name(self, suffix: str | None) -> str:
         if suffix is None and self._own_name_free:
-            # The TF node's own name was reserved up front so helpers never take it.
-            self.graph._names.discard(self.name)
+            release_name(self.graph, self.name)
             self._own_name_free = False
             return self.name
         return f"{self.name}/{suffix or 'out'}"
+
+    def own_name(self) -> str:
+        """Claim the TF node's name for a value this converter creates (e.g. a constant)."""
+        return self._node_name(None)
 
     def emit(self, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any] | None = None,
              suffix: str | None = None, outputs: int = 1, dtype: str | None = None) -> Node:

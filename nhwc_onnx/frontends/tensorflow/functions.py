@@ -68,11 +68,11 @@ class Inliner:
             key = "f"
             if call.op in IF_OPS:
                 key = "then_branch" if self._constant_pred(call.inputs[0]) else "else_branch"
-            raw = call.attrs._get(key)
+            raw = call.attrs.raw(key)
             if raw is None or raw.WhichOneof("value") != "func":
                 raise InvalidModelError(f"node '{call.name}' ({call.op}) names no function")
             return raw.func.name, dict(raw.func.attr)
-        return call.op, dict(call.attrs._map)
+        return call.op, dict(call.attrs.attr_map)
 
     def _inline(self, call: TFNode, out: list[TFNode], depth: int) -> None:
         if depth > MAX_DEPTH:

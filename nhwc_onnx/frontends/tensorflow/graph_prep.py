@@ -144,42 +144,44 @@ def _index_const(name: str, index: int) -> TFNode:
 
 
 def resolve_dead_branches(order: list[TFNode], by_name: dict[str, TFNode],
-                          stops: set[str]) -> tuple[dict[Ref, Ref], set[Ref]]:
-    """Rewire Switch/Merge with a constant predicate. Returns (aliases, dead tensors)."""
+                          stops: set[str]) -> tuple[dict[Ref, Ref], set[Ref], set[str]]:
+    """Rewire Switch/Merge with a constant predicate.
+
+    Returns (aliases: resolved tensor -> the live tensor it forwards, dead Switch outputs,
+    nodes that can never run)."""
     if not any(n.op in ("Switch", "Merge") for n in order):
-        return {}, set()
+        return {}, set(), set()
     alias: dict[Ref, Ref] = {}
-    dead: set[Ref] = set()
-    dead_nodes: set[str] = set()
-    changed = False
+    dead: set[Ref] = set()  # the untaken side of each resolved Switch
+    dead_nodes: set[str] = set()  # nodes that never run: every output is dead
+
+    def is_dead(ref: Ref) -> bool:
+        return ref in dead or ref[0] in dead_nodes
+
     for node in order:
         node.inputs = [alias.get(r, r) for r in node.inputs]
         if node.name in stops:
             continue
-        if node.op == "Switch" and len(node.inputs) == 2:
+        if node.op == "Switch" and len(node.inputs) == 2 and not is_dead(node.inputs[0]):
             pred = _constant_bool(by_name, node.inputs[1], stops)
             if pred is not None:
                 taken = int(pred)
                 alias[(node.name, taken)] = node.inputs[0]
                 dead.add((node.name, 1 - taken))
-                changed = True
                 continue
         if node.op == "Merge":
-            live = [r for r in node.inputs if r not in dead]
+            live = [r for r in node.inputs if not is_dead(r)]
             if len(live) == 1 and len(node.inputs) > 1:
                 alias[(node.name, 0)] = live[0]
                 const = _index_const(f"{node.name}/value_index", node.inputs.index(live[0]))
                 by_name[const.name] = const
                 alias[(node.name, 1)] = (const.name, 0)
-                changed = True
                 continue
             if live:
-                continue
-        if any(r in dead for r in node.inputs) or any(c in dead_nodes for c in node.controls):
+                continue  # several live inputs: a real runtime choice, refused as Merge later
+        if any(is_dead(r) for r in node.inputs) or any(c in dead_nodes for c in node.controls):
             dead_nodes.add(node.name)
-            for i in range(max(output_count(node), 8)):
-                dead.add((node.name, i))
-    return alias if changed else {}, dead
+    return alias, dead, dead_nodes
 
 
 def prepare(graph_def, inputs: Sequence[str] | None, outputs: Sequence[str] | None,
@@ -195,10 +197,10 @@ def prepare(graph_def, inputs: Sequence[str] | None, outputs: Sequence[str] | No
         if ref[0] not in by_name:
             raise InvalidModelError(f"input tensor '{ref_name(ref)}' is not in the graph")
     order = prune(by_name, out_refs, stops)
-    alias, dead = resolve_dead_branches(order, by_name, stops)
+    alias, dead, dead_nodes = resolve_dead_branches(order, by_name, stops)
     if alias:
         for ref in out_refs:
-            if ref in dead:
+            if ref in dead or ref[0] in dead_nodes:
                 raise InvalidModelError(
                     f"output '{ref_name(ref)}' is on a branch a constant predicate never takes"
                 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from ...errors import (
+    InvalidAttributeError,
     InvalidModelError,
     NhwcOnnxError,
     NodeProblem,
@@ -16,12 +17,18 @@ from ...errors import (
 )
 from ...ir import NCHW, NHWC, Graph, Model, Value
 from ..base import FrontendOptions
-from . import ops_array, ops_graph, ops_math, ops_nn, ops_slice  # noqa: F401  (registration)
-from .context import Refusal, TFContext
+from . import (  # noqa: F401  (importing registers the converters)
+    ops_array,
+    ops_extra,
+    ops_graph,
+    ops_math,
+    ops_nn,
+    ops_slice,
+)
+from .context import Refusal, TFContext, release_name
 from .graph_prep import PreparedGraph, prepare
 from .reader import read_graphdef
 from .registry import REGISTRY
-from .tensors import numpy_dtype
 from .tfnodes import Ref, TFNode, ref_name
 
 FRAMEWORK = "tensorflow"
@@ -56,7 +63,7 @@ def convert_graphdef(graph_def, options: FrontendOptions, source_file: str,
             problems.append(problem)
     if problems:
         raise UnsupportedOpError(problems, FRAMEWORK)
-    _set_outputs(ctx, prepared.outputs)
+    _set_outputs(ctx, prepared.outputs, {n.name: n.op for n in prepared.order})
     graph.toposort()
     model = Model(graph, {"source_framework": FRAMEWORK, "source_file": source_file})
     return model
@@ -76,6 +83,8 @@ def _convert_node(ctx: TFContext, node: TFNode) -> NodeProblem | None:
         outputs = REGISTRY.get(node.op).fn(ctx, node)
     except Refusal as refusal:
         return NodeProblem(node.name, node.op, refusal.reason)
+    except InvalidAttributeError as exc:  # e.g. a dtype the project does not handle
+        return NodeProblem(node.name, node.op, str(exc))
     except UnsupportedOpError:
         raise
     except NhwcOnnxError as exc:
@@ -136,7 +145,7 @@ def _make_inputs(ctx: TFContext, prepared: PreparedGraph, layout: str) -> set[st
         dtype_attr = node.attrs.dtype("dtype") or node.attrs.dtype("T")
         dtype = str(dtype_attr) if dtype_attr is not None else "float32"
         name = node.name if ref[1] == 0 else ref_name(ref)
-        ctx.graph._names.discard(name)
+        release_name(ctx.graph, name)
         value = Value(ctx.graph.unique_name(name), dtype, shape,
                       layout if len(shape) == 4 else None)
         value.meta["source_name"] = ref_name(ref)
@@ -146,7 +155,7 @@ def _make_inputs(ctx: TFContext, prepared: PreparedGraph, layout: str) -> set[st
     return names
 
 
-def _set_outputs(ctx: TFContext, outputs: list[Ref]) -> None:
+def _set_outputs(ctx: TFContext, outputs: list[Ref], ops: dict[str, str]) -> None:
     """Graph outputs carry the TF tensor names: an Identity is added where the tensor's value
     was produced under another name (pass-through ops), is a graph input or a constant, or is
     listed twice. The cleanup passes remove it and keep the name."""
@@ -163,8 +172,9 @@ def _set_outputs(ctx: TFContext, outputs: list[Ref]) -> None:
             if value.name == wanted and value.is_const:
                 value.name = graph.unique_name(f"{wanted}/value")  # the output takes the name
             if value.name != wanted:
-                graph._names.discard(wanted)  # the TF node's reserved name, unclaimed so far
-            node = graph.make_node("Identity", [value], name=wanted, doc="output")
+                release_name(graph, wanted)
+            node = graph.make_node("Identity", [value], name=wanted,
+                                   doc=ops.get(ref[0], "Identity"))
             out = node.outputs[0]
             out.dtype, out.shape, out.layout = value.dtype, value.shape, value.layout
             value = out

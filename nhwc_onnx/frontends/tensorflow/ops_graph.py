@@ -13,7 +13,7 @@ def convert_const(ctx: TFContext, node: TFNode) -> list[Value]:
     array = node.attrs.tensor("value")
     if array is None:
         raise Refusal("Const has no 'value' tensor")
-    name = ctx._node_name(None)
+    name = ctx.own_name()
     return [ctx.graph.constant(array, name)]
 
 

@@ -21,7 +21,7 @@ def plan_strided_slice(begin, end, strides, masks: dict, rank: int | None):
     if not (len(end) == n == len(strides)):
         raise Refusal("begin, end and strides differ in length")
     ellipsis = masks["ellipsis_mask"]
-    if bin(ellipsis).count("1") > 1:
+    if ellipsis.bit_count() > 1:
         raise Refusal("more than one ellipsis")
     if ellipsis and rank is None:
         raise Refusal("an ellipsis needs the input's rank, which is unknown")

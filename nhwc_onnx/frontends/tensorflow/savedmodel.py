@@ -30,7 +30,7 @@ def _saved_model_function(tf, path: str, signature: str):
         raise ModelLoadError(f"{path}: a directory without saved_model.pb is not a SavedModel")
     try:
         loaded = tf.saved_model.load(path)
-    except Exception as exc:  # TensorFlow raises many unrelated types for a bad directory
+    except Exception as exc:  # noqa: BLE001 - TensorFlow raises many types for a bad folder
         raise ModelLoadError(f"{path}: cannot load the SavedModel: {_first_line(exc)}") from None
     signatures = dict(loaded.signatures)
     if signature not in signatures:
@@ -44,7 +44,7 @@ def _keras_function(tf, path: str):
 
     try:
         model = keras.models.load_model(path, compile=False)
-    except Exception as exc:  # corrupt archives raise anything from zipfile to h5py
+    except Exception as exc:  # noqa: BLE001 - corrupt archives raise zipfile/h5py/... errors
         raise ModelLoadError(f"{path}: cannot load the Keras model: {_first_line(exc)}") from None
     specs = [tf.TensorSpec(t.shape, t.dtype, name=f"input_{i}" if len(model.inputs) > 1
                            else "input") for i, t in enumerate(model.inputs)]
@@ -73,7 +73,7 @@ def load_frozen(path: str, options: FrontendOptions):
         function, _owner = _keras_function(tf, path)
     try:
         frozen = freeze(function)
-    except Exception as exc:  # freezing fails on unsupported resource ops
+    except Exception as exc:  # noqa: BLE001 - freezing fails in many ways on resource ops
         raise ModelLoadError(f"{path}: cannot freeze the model: {_first_line(exc)}") from None
     label = os.path.basename(os.path.normpath(path))
     graph_def, buffer = parse_graphdef_bytes(

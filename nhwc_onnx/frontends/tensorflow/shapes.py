@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ...errors import NhwcOnnxError
 from ...ir import Node
 from ...passes import core_eval
 
@@ -111,7 +112,7 @@ def infer(node: Node, shapes: list, known: list) -> list:
         if op == "Resize":
             if a.get("sizes"):
                 return [tuple(a["sizes"])]
-            return [tuple(int(math.floor(d * s)) for d, s in zip(x, a["scales"]))]
+            return [tuple(math.floor(d * s) for d, s in zip(x, a["scales"]))]
         if op in ("SpaceToDepth", "DepthToSpace"):
             h_ax, w_ax, c_ax = _hw_axes(a.get("data_format", "NCHW"))
             b = a["blocksize"]
@@ -204,12 +205,14 @@ def _matmul_shape(x: tuple, y: tuple) -> tuple:
 
 def evaluate_small(node: Node, known: list) -> list | None:
     """Values of a node's outputs when every input value is known and small, else None."""
-    if any(v is None for v, port in zip(known, node.inputs) if port is not None):
-        return None
+    for value, port in zip(known, node.inputs):
+        if port is not None and (value is None or value.size > KNOWN_LIMIT):
+            return None
     try:
-        outs = core_eval.evaluate_node(node, known)
-    except Exception:  # an evaluator refusing odd inputs just means "not known here"
-        return None
+        with np.errstate(all="ignore"):
+            outs = core_eval.evaluate_node(node, known)
+    except (NhwcOnnxError, ArithmeticError, LookupError, TypeError, ValueError):
+        return None  # an evaluator refusing odd inputs just means "not known here"
     if any(o.size > KNOWN_LIMIT or o.dtype.kind not in "iub" for o in outs):
         return None
     return outs

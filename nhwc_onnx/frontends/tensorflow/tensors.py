@@ -39,7 +39,7 @@ _VALUE_FIELD = {
     23: "uint64_val",
 }
 MAX_ELEMENTS = 1 << 34  # refuse absurd constant shapes before allocating anything
-MAX_FILLED_BYTES = 1 << 30  # a short value list may expand to at most this much memory
+MAX_FILLED_BYTES = 1 << 29  # a short value list may expand to at most this much memory
 
 
 def numpy_dtype(tf_type: int, what: str = "tensor") -> np.dtype:
@@ -100,7 +100,10 @@ def tensor_to_numpy(tensor, what: str = "tensor", buffer=None) -> np.ndarray:
     if n > count:
         raise InvalidModelError(f"{what} lists {n} values for shape {list(shape)}")
     # TensorFlow's rule: the last listed value fills the rest of the tensor.
-    out = np.empty(count, dtype)
+    try:
+        out = np.empty(count, dtype)
+    except MemoryError:
+        raise InvalidModelError(f"{what}: not enough memory for shape {list(shape)}") from None
     out[:n] = flat
     out[n:] = flat[-1]
     return out.reshape(shape)
@@ -128,13 +131,15 @@ class Attrs:
         self._map = attr_map
         self._bound = bound
         self._buffer = buffer  # where lifted weights live (see wire.py)
+        self.attr_map = attr_map  # the NodeDef's own map, for binding function attributes
         self._overrides: dict = {}  # rewritten attributes (patterns.py); the proto stays as is
 
     def override(self, name: str, value) -> None:
         """Replace one attribute (an AttrValue) for this node only."""
         self._overrides[name] = value
 
-    def _get(self, name: str):
+    def raw(self, name: str):
+        """The AttrValue message of ``name`` (placeholders resolved), or None."""
         if name in self._overrides:
             return self._overrides[name]
         if name not in self._map:
@@ -145,7 +150,7 @@ class Attrs:
         return value
 
     def has(self, name: str) -> bool:
-        return self._get(name) is not None
+        return self.raw(name) is not None
 
     def _bad(self, name: str, want: str) -> InvalidAttributeError:
         return InvalidAttributeError(
@@ -153,7 +158,7 @@ class Attrs:
         )
 
     def get(self, name: str, kind: str, default: Any = None) -> Any:
-        value = self._get(name)
+        value = self.raw(name)
         if value is None:
             return default
         which = value.WhichOneof("value")
@@ -197,14 +202,14 @@ class Attrs:
         return self.get(name, "list", default)
 
     def dtype(self, name: str, default: np.dtype | None = None) -> np.dtype | None:
-        value = self._get(name)
+        value = self.raw(name)
         if value is None or value.WhichOneof("value") != "type":
             return default
         return numpy_dtype(value.type, f"attribute '{name}' of node '{self.node_name}'")
 
     def shape(self, name: str):
         """(found, shape): shape is a tuple with None dims, or None for an unknown rank."""
-        value = self._get(name)
+        value = self.raw(name)
         if value is None or value.WhichOneof("value") != "shape":
             return False, None
         return True, shape_from_proto(value.shape)

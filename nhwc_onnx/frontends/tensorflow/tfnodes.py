@@ -30,7 +30,7 @@ def ref_name(ref: Ref) -> str:
 class TFNode:
     """One TensorFlow node: name, op type, data inputs, control inputs and attributes."""
 
-    __slots__ = ("name", "op", "inputs", "controls", "attrs")
+    __slots__ = ("attrs", "controls", "inputs", "name", "op")
 
     def __init__(self, name: str, op: str, inputs: list[Ref], controls: list[str], attrs: Attrs):
         self.name = name

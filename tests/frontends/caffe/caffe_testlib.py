@@ -61,14 +61,23 @@ def random_feeds(model: Model, seed: int = 1) -> dict[str, np.ndarray]:
 
 
 def opencv_forward(proto: Path, weights: Path, feeds: dict[str, np.ndarray],
-                   layers: list[str]) -> list[np.ndarray]:
+                   layers: list) -> list[np.ndarray]:
+    """OpenCV's outputs for each entry of ``layers``: a layer name (its first top) or a
+    (layer name, top index) pair."""
     net = cv2.dnn.readNetFromCaffe(str(proto), str(weights))
     net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
     net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
     for name, array in feeds.items():
         net.setInput(np.ascontiguousarray(array), name)
-    outs = net.forward(layers)
-    return [np.asarray(o) for o in outs]
+    pins = [p if isinstance(p, tuple) else (p, 0) for p in layers]
+    names = list(dict.fromkeys(name for name, _ in pins))
+    outs = dict(zip(names, net.forwardAndRetrieve(names)))
+    return [np.asarray(outs[name][index]) for name, index in pins]
+
+
+def source_pins(values) -> list[tuple[str, int]]:
+    """(Caffe layer, top index) that produced each value."""
+    return [(v.meta["source_layer"], v.meta["source_top"]) for v in values]
 
 
 def max_rel_error(ours: np.ndarray, theirs: np.ndarray) -> float:
@@ -91,8 +100,7 @@ def compare_with_opencv(tmp_path: Path, prototxt: str, seed: int = 0, tol: float
         proto.write_text(oracle_prototxt)
     feeds = random_feeds(model, seed + 1)
     ours = run_core(model, feeds)
-    layers = [v.meta["source_layer"] for v in model.graph.outputs]
-    theirs = opencv_forward(proto, weights, feeds, layers)
+    theirs = opencv_forward(proto, weights, feeds, source_pins(model.graph.outputs))
     results = {}
     for v, ref in zip(model.graph.outputs, theirs):
         got = ours[v.name]

@@ -168,6 +168,15 @@ def test_slice_split_each_top(tmp_path):
     assert model.graph.op_counts()["Split"] == 3
 
 
+def test_multi_top_outputs_are_compared_per_top(tmp_path):
+    text = net(layer("s", "Slice", ["data"], ["a", "b", "c"],
+                     "slice_param { axis: 3 slice_point: 2 slice_point: 7 }")
+               + layer("sig", "Sigmoid", ["c"], ["c"]))
+    model, results = compare_with_opencv(tmp_path, text)
+    assert [v.shape for v in model.graph.outputs] == [(2, 3, 11, 2), (2, 3, 11, 5), (2, 3, 11, 2)]
+    assert len(results) == 3
+
+
 def test_scale_with_second_bottom(tmp_path):
     """Scale by a second blob (SENet's excitation): (N, C) broadcast from axis 0."""
     text = net(

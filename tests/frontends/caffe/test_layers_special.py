@@ -95,3 +95,15 @@ def test_clip_and_swish(tmp_path):
     x = feeds["data"]
     np.testing.assert_allclose(out["c"], np.clip(x, -0.5, 0.25), **TOL)
     np.testing.assert_allclose(out["s"], x / (1 + np.exp(-1.5 * x)), **TOL)
+
+
+def test_batchnorm_batch_statistics_over_a_batch(tmp_path):
+    """Caffe divides by the count (biased variance); OpenCV's port uses the unbiased one and
+    only batch 1, so numpy is the oracle here."""
+    text = net(layer("bn", "BatchNorm", ["data"], ["bn"],
+                     "batch_norm_param { use_global_stats: false eps: 0.01 }"))
+    _model, _, feeds, out = run_with_blobs(tmp_path, text)
+    x = feeds["data"].astype(np.float64)
+    mean = x.mean(axis=(0, 2, 3), keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=(0, 2, 3), keepdims=True)
+    np.testing.assert_allclose(out["bn"], (x - mean) / np.sqrt(var + 0.01), **TOL)

@@ -222,3 +222,12 @@ def test_input_shape_override_and_batch(tmp_path):
     assert m.graph.outputs[0].shape == (1, 4, 13, 17)
     m = load(path, FrontendOptions(weights="random", batch=5))
     assert m.graph.inputs[0].shape == (5, 3, 11, 9)
+
+
+def test_pooling_window_outside_the_input_is_refused(tmp_path):
+    path = tmp_path / "n.prototxt"
+    path.write_text(net(layer("p", "Pooling", ["data"], ["p"],
+                              "pooling_param { pool: MAX kernel_size: 1 stride: 4 }"),
+                        shape=(1, 3, 6, 9)))
+    with pytest.raises(UnsupportedOpError, match="outside the input"):
+        load(path, FrontendOptions(weights="random"))

@@ -76,3 +76,20 @@ def test_only_core_ops_are_emitted():
              helper.make_node("ReduceLogSumExp", ["s"], ["y"], axes=[1])]
     core = convert(make_model(nodes, [("x", X)], [("y", None)]))
     assert all(n.op in CORE_OPS for n in core.graph.nodes)
+
+
+def test_outputs_option_cuts_the_graph_and_skips_unneeded_nodes():
+    import numpy as np
+
+    from nhwc_onnx.passes.reference import run_core
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Sigmoid", ["r"], ["s"]),
+             helper.make_node("TopK", ["s", "k"], ["v", "i"])]  # unsupported, but not needed
+    model = make_model(nodes, [("x", X)], [("v", None)], {"k": np.array([1], np.int64)})
+    core = convert(model, outputs=["s"])
+    assert [v.name for v in core.graph.outputs] == ["s"]
+    assert core.graph.op_counts() == {"Relu": 1, "Sigmoid": 1}
+    x = np.random.default_rng(0).standard_normal(X).astype(np.float32)
+    np.testing.assert_allclose(run_core(core, {"x": x})["s"], 1 / (1 + np.exp(-np.maximum(x, 0))),
+                               rtol=1e-5, atol=1e-6)

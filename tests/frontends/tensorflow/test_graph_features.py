@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tf_helpers import close, freeze, load_bytes, rand, spec, tf  # noqa: E402
+from tf_helpers import close, freeze, load_bytes, rand, spec, tf
 
 from nhwc_onnx.errors import InvalidModelError, ModelLoadError
 from nhwc_onnx.frontends.base import FrontendOptions
@@ -140,11 +140,13 @@ def test_keras_file_and_saved_model(tmp_path):
     model = _keras_model()
     x = rand(1, 7, 5, 3)
     want = np.asarray(model(x, training=False))
-    path = tmp_path / "m.keras"
-    model.save(path)
-    converted = load(path, FrontendOptions())
-    name = converted.graph.inputs[0].name
-    close(run_core(converted, {name: x})[converted.graph.outputs[0].name], want)
+    for filename in ("m.keras", "m.h5"):
+        path = tmp_path / filename
+        model.save(path)
+        converted = load(path, FrontendOptions())
+        name = converted.graph.inputs[0].name
+        close(run_core(converted, {name: x})[converted.graph.outputs[0].name], want)
+        assert converted.metadata["source_file"] == filename
     export = tmp_path / "saved"
     model.export(str(export))
     converted = load(export, FrontendOptions())

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tf_helpers import close, freeze_keras, load_bytes, rand, run_dialect  # noqa: E402
+from tf_helpers import close, freeze_keras, load_bytes, rand, run_dialect
 
 from nhwc_onnx.passes.reference import run_core
 

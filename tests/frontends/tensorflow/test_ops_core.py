@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tf_helpers import check_core, rand, tf  # noqa: E402
+from tf_helpers import check_core, rand, tf
 
 X4 = (2, 7, 5, 3)
 
@@ -39,7 +39,7 @@ def test_conv2d_paddings_and_dilation(tmp_path, padding):
 def test_depthwise_conv_multiplier(tmp_path):
     t = tf()
     w = rand(3, 3, 3, 2, seed=3)
-    model = check_core(tmp_path, lambda x: t.nn.depthwise_conv2d(x, w, [1, 2, 1, 1], "SAME"),
+    model = check_core(tmp_path, lambda x: t.nn.depthwise_conv2d(x, w, [1, 2, 2, 1], "SAME"),
                        {"x": rand(*X4)})
     conv = next(n for n in model.graph if n.op == "Conv")
     assert conv.attrs["group"] == 3 and conv.inputs[1].shape == (3, 3, 1, 6)
@@ -145,7 +145,7 @@ def test_resize_coordinate_rules(tmp_path, method, align, half):
     t = tf()
     op = (t.compat.v1.image.resize_bilinear if method == "bilinear"
           else t.compat.v1.image.resize_nearest_neighbor)
-    fn = lambda x: op(x, [11, 13], align_corners=align, half_pixel_centers=half)  # noqa: E731
+    fn = lambda x: op(x, [11, 13], align_corners=align, half_pixel_centers=half)
     check_core(tmp_path, fn, {"x": rand(*X4)})
 
 
@@ -162,5 +162,19 @@ def test_fill_range_argmax(tmp_path):
     def fn(x):
         return (t.fill([2, 3], 1.5) + x[0, 0, :2, :], t.cast(t.range(0, 5, 2), t.float32),
                 t.argmax(x, axis=3))
+
+    check_core(tmp_path, fn, {"x": rand(*X4)})
+
+
+def test_clip_select_broadcast_and_shape_arithmetic(tmp_path):
+    t = tf()
+
+    def fn(x):
+        n = t.shape(x)[1] // 2  # FloorDiv on a value known from the static shape
+        rows = t.reshape(x, [2, -1, n + t.shape(x)[1] % 2 + 1])
+        return (t.clip_by_value(x, -0.3, 0.4), t.where(x > 0, x, t.zeros_like(x)),
+                t.broadcast_to(x[:, :1], [2, 7, 5, 3]), rows, t.ones_like(x) * t.cast(t.rank(x),
+                                                                                      t.float32),
+                t.math.floordiv(x, 0.3))
 
     check_core(tmp_path, fn, {"x": rand(*X4)})

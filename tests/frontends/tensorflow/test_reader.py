@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tf_helpers import load_bytes, rand  # noqa: E402
+from tf_helpers import load_bytes, rand
 
 from nhwc_onnx.errors import InvalidModelError, ModelLoadError, UnsupportedOpError
 from nhwc_onnx.frontends.base import FrontendOptions
@@ -198,3 +198,59 @@ def test_converting_a_pb_never_imports_tensorflow(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_absurd_shapes_and_duplicate_names(tmp_path):
+    graph = pb.GraphDef()
+    _placeholder(graph, "x", [1, 1 << 40])
+    _node(graph, "r", "Relu", ["x"])
+    with pytest.raises(InvalidModelError, match="absurd"):
+        load_bytes(tmp_path, graph.SerializeToString())
+    for dims in ([1 << 20, 1 << 20, 1 << 10], [1 << 15, 1 << 15]):  # splats of 4 TB and 4 GB
+        graph = pb.GraphDef()
+        _placeholder(graph, "x", [2])
+        value = pb.AttrValue()
+        value.tensor.dtype = pb.DT_FLOAT
+        for d in dims:
+            value.tensor.tensor_shape.dim.add(size=d)
+        value.tensor.float_val.append(1.0)
+        _node(graph, "c", "Const", dtype=pb.AttrValue(type=pb.DT_FLOAT), value=value)
+        _node(graph, "add", "AddV2", ["x", "c"])
+        with pytest.raises(InvalidModelError):
+            load_bytes(tmp_path, graph.SerializeToString())
+    graph = _relu_graph()
+    _node(graph, "r", "Abs", ["x"])
+    with pytest.raises(InvalidModelError, match="two nodes are named 'r'"):
+        load_bytes(tmp_path, graph.SerializeToString())
+
+
+def test_mutated_graphs_raise_only_project_errors(tmp_path):
+    """A bounded, seeded mutation fuzz: flipped, deleted and inserted bytes."""
+    import random
+
+    from nhwc_onnx.errors import NhwcOnnxError
+
+    graph = _relu_graph()
+    _const(graph, "w", rand(3, 2, 3, 4, seed=1))
+    _const(graph, "big", rand(30, 20, seed=2))  # large enough to be lifted (wire.py)
+    _node(graph, "mm", "MatMul", ["big", "big"], transpose_b=pb.AttrValue(b=True))
+    _node(graph, "out", "AddN", ["mm", "mm"])
+    base = graph.SerializeToString()
+    rng = random.Random(0)
+    path = tmp_path / "fuzz.pb"
+    for _ in range(400):
+        data = bytearray(base)
+        for _ in range(rng.randint(1, 6)):
+            pos = rng.randrange(len(data))
+            kind = rng.random()
+            if kind < 0.6:
+                data[pos] = rng.randrange(256)
+            elif kind < 0.8:
+                del data[pos:pos + rng.randint(1, 40)]
+            else:
+                data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 6)))
+        path.write_bytes(bytes(data))
+        try:
+            load(path, FrontendOptions())
+        except NhwcOnnxError:
+            pass

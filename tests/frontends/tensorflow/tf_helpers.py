@@ -8,9 +8,9 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from nhwc_onnx.frontends.base import FrontendOptions  # noqa: E402
-from nhwc_onnx.frontends.tensorflow import load  # noqa: E402
-from nhwc_onnx.passes.reference import run_core  # noqa: E402
+from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.frontends.tensorflow import load
+from nhwc_onnx.passes.reference import run_core
 
 
 def tf():

@@ -1,0 +1,40 @@
+"""Shared helpers of the reliability suite: the CLI runner and the "failed cleanly" checks."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from nhwc_onnx.cli import cli  # noqa: E402
+
+
+@pytest.fixture
+def run_cli():
+    """Run ``nhwc-onnx ARGS`` in-process; click's Result keeps stdout and stderr apart."""
+    runner = CliRunner()
+
+    def _run(*args):
+        return runner.invoke(cli, [str(a) for a in args], catch_exceptions=True)
+
+    return _run
+
+
+def folder_listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def assert_clean_failure(result, code: int, fragment: str, out_dir: Path) -> str:
+    """One 'Error: ...' line on stderr, the documented code, nothing in the output folder."""
+    err = result.stderr.strip()
+    detail = f"exit {result.exit_code}, stderr: {err!r}, exception: {result.exception!r}"
+    assert result.exit_code == code, detail
+    assert "Traceback" not in result.stderr + result.stdout, detail
+    assert "internal error" not in err, detail
+    assert len(err.splitlines()) == 1 and err.startswith("Error: "), detail
+    assert fragment.lower() in err.lower(), detail
+    assert folder_listing(out_dir) == [], f"left in the output folder: {folder_listing(out_dir)}"
+    return err

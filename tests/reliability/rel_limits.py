@@ -1,0 +1,45 @@
+"""Run the converter in a child process under a memory bound and a time limit.
+
+The child gets RLIMIT_AS (address space) of MEMORY_LIMIT before it starts Python, so an input
+that makes the converter allocate without bound fails inside the child (MemoryError, or a
+crash that the test sees) instead of swapping the CI machine to death.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+MEMORY_LIMIT = 3 << 30  # bytes of address space; the converter needs a few hundred MB
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+def limit_memory() -> None:
+    """preexec_fn of the children: cap the address space."""
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+def run_limited(args: list[str], timeout: float, cwd: Path | None = None,
+                **env: str) -> subprocess.CompletedProcess:
+    """``python ARGS`` in a child with the memory bound; raises TimeoutExpired on a hang."""
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=limit_memory, env=child_env(**env),
+                          cwd=cwd)
+
+
+def run_cli_limited(args: list[str], timeout: float = 120, **env: str
+                    ) -> subprocess.CompletedProcess:
+    """The real ``nhwc-onnx`` command line (python -m nhwc_onnx.cli) under the bound."""
+    return run_limited(["-m", "nhwc_onnx.cli", *[str(a) for a in args]], timeout, **env)
