@@ -93,7 +93,7 @@ def _div(graph: Graph, node: Node, ctx: PassContext) -> bool:
         if not ctx.option("approximate_division"):
             return refuse(ctx, node, "division by a constant that is not a power of two: "
                           "x / c differs from x * (1/c) by up to one float32 rounding step "
-                          "(set approximate_division to accept that)")
+                          "(--approximate-division accepts that)")
         ctx.warn(f"node '{node.name}' (Div): x / c replaced by x * (1/c); results may differ "
                  "by one float32 rounding step (relative 6e-8)")
     recip = const(graph, 1.0 / np.asarray(cv, np.float64), f"{node.name}/reciprocal")

@@ -5,7 +5,8 @@ cells count in an average) is compared window by window with the dialect's forms
 (``padding_math``). The node is rewritten to the canonical core form the op selection maps
 one-to-one onto the dialect: ``auto_pad`` "SAME_UPPER" (= TF SAME) or "VALID", no pads,
 ``ceil_mode`` 0, ``count_include_pad`` 0, with an explicit zero core ``Pad`` in front when that
-is the exact form. A zero ``Pad`` feeding a VALID-equivalent Conv is merged into it when the
+is the exact form (for a MaxPool whose input may be negative, an edge-replicating Pad, which
+legalisation writes as Slices + Concat). A zero ``Pad`` feeding a VALID-equivalent Conv is merged into it when the
 result is exactly SAME (Keras ZeroPadding2D + valid Conv2D).
 
 Nodes with no exact form are left unchanged and recorded as refused; legalisation raises one
@@ -97,26 +98,30 @@ class NormalizePadding(Pass):
         if decision.mode not in ("SAME", "VALID"):
             decision = self._whole_axes(node, verdicts, kind) or decision
         approximate = ""
-        unsafe_zeros = decision.mode == "PAD" and decision.needs_nonnegative
-        if unsafe_zeros and not is_nonnegative(node.inputs[0]):
-            if not ctx.option("approximate_padding"):
-                return (f"{desc}: only an explicit zero Pad reproduces the windows, and a "
-                        "padded zero could beat a negative maximum: the input is not "
-                        "provably >= 0 (no Relu/Relu6/Sigmoid/... before it)")
-            approximate = ("border windows whose real cells are all negative output 0 "
-                           "instead of their (negative) maximum")
+        # A MaxPool reading padded cells: zeros are exact only on a non-negative input; else
+        # replicate the border cells (edge padding, legalised as Slice + Concat): a contiguous
+        # window that reads a padded cell also reads the real border cell it copies, so the
+        # copy never changes the window's maximum.
+        edge = (decision.mode == "PAD" and decision.needs_nonnegative
+                and not is_nonnegative(node.inputs[0]))
+        if edge:
+            decision = pm.PaddingDecision(
+                "PAD", decision.pads, False, "edge-replicating Pad then VALID: every window "
+                "that reads a padded cell also reads the border cell it copies")
         if decision.mode is None:
             if not ctx.option("approximate_padding"):
                 return f"{desc}: {decision.reason}"
             decision, approximate = self._approximation(verdicts, kind, decision)
             if decision.mode is None:
                 return f"{desc}: {decision.reason} (no approximation either)"
-        self._apply(graph, node, decision)
+        self._apply(graph, node, decision, "edge" if edge else "constant")
         if approximate and kind == pm.AVG:
             ratio = self._divisor_ratio(verdicts, decision)
             factor = const(graph, ratio[None, :, :, None], f"{node.name}/divisor_ratio")
             append_after(graph, node, "Mul", [factor], None, "divisor_fix", domain=CORE)
         detail = f"{node.op} -> {decision.mode if decision.mode != 'PAD' else 'Pad+VALID'}"
+        if edge:
+            detail = f"{node.op} -> edge Pad+VALID"
         ctx.record("padding", node.name, f"{detail}: {decision.reason}; {desc}",
                    choice=decision.mode, pads=list(decision.pads), approximate=bool(approximate))
         if approximate:
@@ -170,13 +175,14 @@ class NormalizePadding(Pass):
         return np.outer(factors[0], factors[1])
 
     @staticmethod
-    def _apply(graph: Graph, node: Node, decision: pm.PaddingDecision) -> None:
+    def _apply(graph: Graph, node: Node, decision: pm.PaddingDecision,
+               pad_mode: str = "constant") -> None:
         if decision.mode == "PAD":
             hb, he, wb, we = decision.pads
             x = node.inputs[0]
             n, h, w, c = x.shape
             padded = emit(graph, "Pad", [x], {"pads": [0, hb, wb, 0, 0, he, we, 0],
-                                              "mode": "constant", "value": 0.0},
+                                              "mode": pad_mode, "value": 0.0},
                           f"{node.name}/pad", (n, h + hb + he, w + wb + we, c), domain=CORE)
             node.set_input(0, padded)
         node.attrs["auto_pad"] = "SAME_UPPER" if decision.mode == "SAME" else "VALID"

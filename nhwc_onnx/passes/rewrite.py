@@ -72,6 +72,10 @@ def channel_vector(array: np.ndarray | None, channels: int | None, rank: int | N
 
 
 def problem(node: Node, reason: str, rule: str = "") -> NodeProblem:
+    # A frontend may expand one source op into several core ops (ONNX LRN -> Mul, Conv, Pow,
+    # Div): name the source op too, so the user recognises the node.
+    if node.doc and node.doc != node.op:
+        reason = f"{reason} (part of source op {node.doc})"
     return NodeProblem(node.name, node.op, reason, rule)
 
 

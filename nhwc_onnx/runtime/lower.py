@@ -75,7 +75,8 @@ def lower_model(model: Model, extra_outputs: Sequence[str] = ()) -> onnx.ModelPr
     finally:
         for value in lent:
             value.shape = None
-    inits = [numpy_helper.from_array(np.ascontiguousarray(v.const), v.name)
+    # np.array(order="C"), unlike ascontiguousarray, keeps 0-d constants 0-d.
+    inits = [numpy_helper.from_array(np.array(v.const, order="C", copy=None), v.name)
              for v in graph.constants()]
     inputs = [
         helper.make_tensor_value_info(v.name, _dtype_enum(v.dtype), _dims(v.shape))
