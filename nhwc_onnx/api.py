@@ -117,7 +117,6 @@ def convert(
     weights_as_constants: bool = False,
     allow_transpose: bool = False,
     approximate_padding: bool = False,
-    approximate_division: bool = False,
 ) -> ConversionResult:
     """Convert ``source`` to the dialect; write ``output`` (atomically) when given.
 
@@ -137,7 +136,7 @@ def convert(
             raise OutputPathError(f"{out}: the output would overwrite the input; choose another path")
     report = ConversionReport(source=str(src), framework=fw, output=str(output) if output else None)
     report.options = _options_dict(options, domain, weights_as_constants, allow_transpose,
-                                   approximate_padding, approximate_division)
+                                   approximate_padding)
     t0 = time.perf_counter()
     model = load_source(src, fw, options)
     t1 = time.perf_counter()
@@ -150,7 +149,6 @@ def convert(
         "batch": options.batch,
         "allow_transpose": allow_transpose,
         "approximate_padding": approximate_padding,
-        "approximate_division": approximate_division,
     })
     manager, ctx = to_dialect(model, ctx)
     t2 = time.perf_counter()
@@ -184,13 +182,11 @@ def convert(
     return ConversionResult(model, report, str(output) if output is not None else None)
 
 
-def _options_dict(options: FrontendOptions, domain, constants, transpose, approx,
-                  approx_div) -> dict:
+def _options_dict(options: FrontendOptions, domain, constants, transpose, approx) -> dict:
     d = {k: v for k, v in asdict(options).items() if v not in (None, {}, [], "")}
     d.pop("extra", None)
     d.update({"domain": domain, "weights_as_constants": constants,
-              "allow_transpose": transpose, "approximate_padding": approx,
-              "approximate_division": approx_div})
+              "allow_transpose": transpose, "approximate_padding": approx})
     return d
 
 

@@ -92,9 +92,6 @@ def register(cli: click.Group) -> None:
               help="Insert a layout Transpose where NCHW semantics need one (warns per node).")
 @click.option("--approximate-padding", is_flag=True,
               help="Allow inexact padding rewrites (warns with the numeric effect).")
-@click.option("--approximate-division", is_flag=True,
-              help="Rewrite x / c as x * (1/c) for any constant c (warns: up to one float32 "
-                   "rounding step per element); by default only powers of two.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False),
               help="Write the conversion report as JSON.")
 @click.option("--verify", "do_verify", is_flag=True,
@@ -107,8 +104,8 @@ def register(cli: click.Group) -> None:
 @click.pass_obj
 def convert(settings, sources, output, output_dir, framework, weights, seed, input_names,
             output_names, input_shapes, batch, signature, domain, weights_as_constants,
-            allow_transpose, approximate_padding, approximate_division, report_path, do_verify,
-            bisect, atol, rtol, jobs):
+            allow_transpose, approximate_padding, report_path, do_verify, bisect, atol, rtol,
+            jobs):
     """Convert TensorFlow, Caffe or ONNX models to the NHWC dialect.
 
     Nothing is written when a model cannot be converted exactly. Exit codes: 0 ok,
@@ -118,8 +115,7 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
                                 input_shapes, batch, signature)
     flags = dict(domain="" if domain == "default" else "nhwc",
                  weights_as_constants=weights_as_constants, allow_transpose=allow_transpose,
-                 approximate_padding=approximate_padding,
-                 approximate_division=approximate_division)
+                 approximate_padding=approximate_padding)
     if len(sources) > 1 or output_dir:
         if output:
             raise click.UsageError("use --output-dir (not -o) with several sources")

@@ -57,18 +57,17 @@ def test_division_by_powers_of_two_only():
     assert np.array_equal(run_dialect(model, x), expected)
 
 
-def test_division_by_three_is_refused_unless_approximation_allowed():
-    def build():
-        b = Builder(SHAPE)
-        return b.model(b.op("Div", [b.x, b.const(np.float32(3.0), "three")], SHAPE, name="div3"))
-
-    with pytest.raises(UnsupportedOpError, match="not a power of two"):
-        convert(build())
-    model = build()
-    ctx = convert(model, approximate_division=True)
-    assert ctx.warnings and "rounding" in ctx.warnings[0]
+def test_division_by_three_is_multiplication_up_to_one_rounding_step():
+    b = Builder(SHAPE)
+    model = b.model(b.op("Div", [b.x, b.const(np.float32(3.0), "three")], SHAPE, name="div3"))
+    ctx = convert(model)
+    assert [d.data["exact"] for d in ctx.decisions if d.node == "div3"
+            and d.kind == "legalize" and "exact" in d.data] == [False]
     x = rand(*SHAPE)
-    assert max_err(_run(model, x), x / 3.0) <= 1e-6
+    got = _run(model, x)
+    expected = x / np.float32(3.0)
+    ulp = np.spacing(np.abs(expected).astype(np.float32))
+    assert np.all(np.abs(got - expected) <= ulp)
 
 
 def test_min_clip_and_general_bounds():
@@ -313,3 +312,15 @@ def test_legalize_changes_nothing_on_a_dialect_graph():
     y = b.op("Scale", [b.x], SHAPE, domain=DIALECT, scale=2.0)
     model = b.model(y)
     assert Legalize()(model, PassContext()).modified is False
+
+
+def test_non_float32_graph_io_is_refused_not_a_bug():
+    b = Builder(SHAPE)
+    b.x.dtype = "float16"
+    relu = b.op("Relu", [b.x], SHAPE, name="relu")
+    relu.dtype = "float16"
+    with pytest.raises(UnsupportedOpError) as err:
+        convert(b.model(relu))
+    text = str(err.value)
+    assert "'x' (graph input)" in text and "'relu' (graph output)" in text
+    assert "element type float16" in text

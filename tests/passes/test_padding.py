@@ -38,9 +38,9 @@ def test_all_refused_nodes_in_one_error_with_numbers():
     # divide border outputs by 3 instead of the real cells.
     a1 = _pool(b, "AveragePool", b.x, (N, 5, 4, C), "avg_lopsided", kernel_shape=[3, 3],
                pads=[2, 0, 0, 0], count_include_pad=0)
-    # max pool needing zero padding on an input that may be negative.
-    m1 = _pool(b, "MaxPool", b.x, (N, 3, 3, C), "max_ceil", kernel_shape=[3, 3], strides=[2, 2],
-               pads=[0, 0, 1, 1], ceil_mode=1)
+    # dilated max pool reading padding on an input that may be negative.
+    m1 = _pool(b, "MaxPool", b.x, (N, 3, 6, C), "max_dilated", kernel_shape=[3, 2],
+               dilations=[2, 2], pads=[1, 1, 1, 1])
     # Caffe AVE, ceil rounding: the last window (rows 5..7) divides by 2 (clipped to input +
     # pad); neither SAME (3 outputs) nor Pad+VALID (divides by 3) reproduces that.
     a2 = _pool(b, "AveragePool", b.x, (N, 4, 4, C), "avg_counts_pads", kernel_shape=[3, 3],
@@ -50,11 +50,11 @@ def test_all_refused_nodes_in_one_error_with_numbers():
     with pytest.raises(UnsupportedOpError) as err:
         convert(model)
     problems = {p.node: p for p in err.value.problems}
-    assert set(problems) == {"avg_lopsided", "max_ceil", "avg_counts_pads", "exp"}
-    assert problems["max_ceil"].rule == "padding"
+    assert set(problems) == {"avg_lopsided", "max_dilated", "avg_counts_pads", "exp"}
+    assert problems["avg_lopsided"].rule == "padding"
     assert "pads [2, 0, 0, 0]" in problems["avg_lopsided"].reason
     assert "divides by 2 in the source, 3 here" in problems["avg_counts_pads"].reason
-    assert "provably >= 0" in problems["max_ceil"].reason
+    assert "provably >= 0" in problems["max_dilated"].reason
     assert "4 node(s)" in str(err.value)
 
 
@@ -126,6 +126,20 @@ def test_dilated_maxpool_is_a_max_of_shifted_slices(relu, pads, strides):
     xin = np.maximum(x, 0) if relu else x
     ref = pool_ref(xin.astype(float), "max", (3, 2), strides, (pads[0], pads[1]), outs,
                    dilations=(2, 2))
+    assert max_err(run_dialect(model, x), ref) == 0
+
+
+def test_maxpool_on_a_possibly_negative_input_uses_edge_padding():
+    b = Builder((N, 7, 6, C))
+    # H: ceil rounding makes 4 windows starting at row 0 (TF SAME would start at -1).
+    y = _pool(b, "MaxPool", b.x, (N, 4, 3, C), "pool", kernel_shape=[3, 3], strides=[2, 2],
+              pads=[0, 0, 1, 1], ceil_mode=1)
+    model = b.model(y)
+    ctx = convert(model)
+    assert "Pad" not in model.graph.op_counts() and "Concat" in model.graph.op_counts()
+    assert any("edge" in d.detail for d in ctx.decisions if d.kind == "padding")
+    x = rand(N, 7, 6, C, low=-2.0, high=-1.0)  # all negative: a zero pad would win everywhere
+    ref = pool_ref(x.astype(float), "max", (3, 3), (2, 2), (0, 0), (4, 3))
     assert max_err(run_dialect(model, x), ref) == 0
 
 

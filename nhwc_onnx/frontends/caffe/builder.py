@@ -7,6 +7,7 @@ and every Value remembers its blob in ``meta["source_name"]`` so a verifier can 
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,9 @@ from ...errors import InvalidModelError
 from ...ir import Graph, Node, Value
 from . import caffe_pb2 as pb
 from .weights import WeightSource
+
+# Largest blob a layer may produce (elements): far above real nets, far below a blow-up.
+MAX_ACTIVATION = 1 << 32
 
 
 class CaffeBuilder:
@@ -82,6 +86,11 @@ class CaffeBuilder:
     def top_value(self, layer: pb.LayerParameter, index: int, shape: Sequence[int]) -> Value:
         """A fresh Value for top ``index`` of ``layer`` (not yet bound to the blob)."""
         top = layer.top[index]
+        count = math.prod(int(d) for d in shape)
+        if count > MAX_ACTIVATION or any(int(d) <= 0 for d in shape):
+            raise InvalidModelError(
+                f"layer '{layer.name}' ({layer.type}) would produce a blob of shape "
+                f"{list(shape)} ({count} values): refused as absurd")
         in_place = top in layer.bottom or top in self.blobs
         base = top
         if in_place:

@@ -93,6 +93,11 @@ def _convert(path: str, options: FrontendOptions, weights_option: str | None
                 f"{type(e).__name__}: {e}") from e
     if not graph.inputs:
         raise InvalidModelError(f"{path} declares no inputs (no input, Input or data layer)")
+    unknown = [n for n in options.inputs or [] if n not in {v.name for v in graph.inputs}]
+    if unknown:
+        raise InvalidModelError(
+            f"requested input(s) {', '.join(unknown)} are not inputs of this net (its inputs: "
+            f"{', '.join(v.name for v in graph.inputs)}); a Caffe net's inputs are fixed")
     graph.outputs = _outputs(b, options)
     b.finish()
     model = Model(graph, {"source_framework": "caffe", "source_file": os.fspath(path)})

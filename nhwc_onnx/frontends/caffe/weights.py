@@ -3,6 +3,7 @@ prototxt itself, or seeded random values for converting a bare prototxt (``--wei
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -11,6 +12,10 @@ import numpy as np
 from ...errors import InvalidModelError
 from . import caffe_pb2 as pb
 from .wire import StoredLayer, read_caffemodel
+
+# --weights random budget, in float32 elements: VGG16's largest blob is 103 M (2^26.6).
+MAX_RANDOM_BLOB = 1 << 28  # 1 GiB
+MAX_RANDOM_TOTAL = 1 << 29  # 2 GiB
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class WeightSource:
         for layer in stored or []:
             self.by_name[layer.name] = layer  # a later copy wins, as in Caffe
         self.generated: dict[str, list[np.ndarray]] = {}  # what random mode produced
+        self.random_total = 0  # elements generated so far
         self.used: set[str] = set()
 
     @classmethod
@@ -49,6 +55,7 @@ class WeightSource:
     def blobs(self, layer: pb.LayerParameter, specs: list[BlobSpec]) -> list[np.ndarray]:
         """The layer's blobs as float32 arrays of exactly the expected shapes."""
         if self.random:
+            self._check_random_budget(layer, specs)
             earlier = self.generated.get(layer.name)
             if earlier is not None and [a.shape for a in earlier] == [s.shape for s in specs]:
                 return earlier  # layers sharing a name share weights, as a caffemodel would
@@ -85,6 +92,16 @@ class WeightSource:
                 blob = blob.reshape(spec.shape)
             out.append(blob if blob.dtype == np.float32 else blob.astype(np.float32))
         return out
+
+    def _check_random_budget(self, layer: pb.LayerParameter, specs: list[BlobSpec]) -> None:
+        """Refuse to invent absurd amounts of weights (a typo'd num_output, a fuzzed file)."""
+        count = sum(math.prod(spec.shape) for spec in specs)
+        self.random_total += count
+        if count > MAX_RANDOM_BLOB or self.random_total > MAX_RANDOM_TOTAL:
+            raise InvalidModelError(
+                f"layer '{layer.name}' ({layer.type}) would need {count * 4 / 2**30:.1f} GiB of "
+                f"random weights ({self.random_total * 4 / 2**30:.1f} GiB so far); the limit "
+                f"for --weights random is {MAX_RANDOM_TOTAL * 4 / 2**30:.0f} GiB")
 
     def _random(self, spec: BlobSpec) -> np.ndarray:
         rng, shape = self.rng, spec.shape

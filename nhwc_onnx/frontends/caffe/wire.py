@@ -33,6 +33,15 @@ V1_TYPE_NAMES = {
 }
 
 
+# File signatures of formats people mistake for a binary caffemodel.
+_FOREIGN_FORMATS = (
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file (Caffe's .caffemodel.h5 snapshots are not supported)"),
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"\x89PNG", "a PNG image"),
+)
+_TEXT_BYTES = frozenset(b"\t\n\r") | frozenset(range(32, 127))
+
+
 @dataclass
 class StoredLayer:
     """One layer's weights as stored in a caffemodel."""
@@ -126,8 +135,12 @@ def _read_blob(buf: memoryview, span: tuple[int, int]) -> np.ndarray:
         if number == 7 and wire == _LEN:
             shape = _read_shape(buf, value)
         elif number == 5:  # float data, packed (LEN) or one fixed32 per element
+            if wire not in (_LEN, _I32) or (value[1] - value[0]) % 4:
+                raise ValueError(f"blob data (field 5) has wire type {wire}")
             chunks.append(np.frombuffer(buf[value[0]:value[1]], dtype="<f4"))
         elif number == 8:
+            if wire not in (_LEN, _I64) or (value[1] - value[0]) % 8:
+                raise ValueError(f"blob double_data (field 8) has wire type {wire}")
             doubles.append(np.frombuffer(buf[value[0]:value[1]], dtype="<f8"))
         elif 1 <= number <= 4 and wire == _VARINT:
             legacy[number - 1] = _signed64(value)
@@ -159,7 +172,11 @@ def _read_layer(buf: memoryview, span: tuple[int, int], v1: bool) -> StoredLayer
             layer.type = (V1_TYPE_NAMES.get(value, str(value)) if wire == _VARINT
                           else _text(buf, value))
         elif number == blob_field and wire == _LEN:
-            layer.blobs.append(_read_blob(buf, value))
+            try:
+                layer.blobs.append(_read_blob(buf, value))
+            except InvalidModelError as e:
+                raise InvalidModelError(
+                    f"layer '{layer.name}' blob {len(layer.blobs)}: {e}") from None
         elif v1 and number == 1 and wire == _LEN:  # nested V0 layer: name 1, type 2, blobs 50
             for n0, w0, v0 in _fields(buf, *value):
                 if n0 == 1 and w0 == _LEN and not layer.name:
@@ -189,6 +206,12 @@ def read_caffemodel(path: str | os.PathLike) -> list[StoredLayer]:
         raise ModelLoadError(f"cannot read caffemodel {path}: file changed while reading")
     if size == 0:
         raise ModelLoadError(f"caffemodel {path} is empty")
+    for magic, what in _FOREIGN_FORMATS:
+        if data.startswith(magic):
+            raise ModelLoadError(f"caffemodel {path} is {what}, not a binary Caffe NetParameter")
+    if all(b in _TEXT_BYTES for b in data[:256]):
+        raise ModelLoadError(
+            f"caffemodel {path} is text (a prototxt?); --weights takes the binary .caffemodel")
     buf = memoryview(data)
     layers: list[StoredLayer] = []
     try:
@@ -201,11 +224,11 @@ def read_caffemodel(path: str | os.PathLike) -> list[StoredLayer]:
         raise ModelLoadError(
             f"caffemodel {path} is truncated or corrupt (a field runs past the end of the "
             f"file, {size} bytes)") from None
+    except InvalidModelError as e:  # before ValueError: it is one
+        raise InvalidModelError(f"caffemodel {path}: {e}") from None
     except ValueError as e:
         raise ModelLoadError(
             f"caffemodel {path} is not a valid binary Caffe model ({e})") from None
-    except InvalidModelError as e:
-        raise InvalidModelError(f"caffemodel {path}: {e}") from None
     if not layers:
         raise ModelLoadError(f"caffemodel {path} contains no layers: not a binary Caffe model")
     if not any(layer.name for layer in layers):

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import InvalidModelError
 from ...ir import CORE, Graph, Node, Value
 from ...schemas import CORE_OPS
 from ...schemas.base import LayoutClass
@@ -15,6 +16,7 @@ from .tensors import Attrs
 from .tfnodes import Ref, TFNode
 
 _BOOL_OUT = frozenset({"Equal", "Less", "Greater", "And", "Or", "Not"})
+MAX_GENERATED_ELEMENTS = 1 << 28  # Fill/Tile/Range/... beyond this are corrupt, not models
 _INT64_OUT = frozenset({"Shape", "Size", "ArgMax"})
 
 
@@ -95,6 +97,30 @@ class TFContext:
             )
         return shape
 
+    def check_size(self, shape, what: str) -> None:
+        """Refuse a generated tensor (Fill, Tile, Range ...) of an absurd size up front, before
+        constant folding would try to allocate it."""
+        if shape is None or any(not isinstance(d, int) for d in shape):
+            return
+        count = 1
+        for d in shape:
+            count *= max(int(d), 0)
+        if count > MAX_GENERATED_ELEMENTS:
+            raise InvalidModelError(
+                f"node '{self.name}' ({self.node.op}) would create {what} of shape "
+                f"{list(shape)} ({count} elements): not a plausible model"
+            )
+
+    def check_same_dtype(self, *indices: int) -> None:
+        """TensorFlow requires these inputs to share one element type; a graph where they do
+        not is broken (TensorFlow itself would refuse to run it)."""
+        found = {i: self.input(i).dtype for i in indices}
+        if len(set(found.values())) > 1:
+            listed = ", ".join(f"input {i} is {d}" for i, d in found.items())
+            raise InvalidModelError(
+                f"node '{self.name}' ({self.node.op}): {listed}; TensorFlow requires one type"
+            )
+
     def rank(self, index: int, why: str) -> int:
         shape = self.input(index).shape
         if shape is None:
@@ -145,6 +171,8 @@ class TFContext:
                 dtype = ins[0].dtype if ins else "float32"
             elif node.op == "ConstantOfShape":
                 dtype = str(node.attrs["value"].dtype)
+            elif node.op == "Where":
+                dtype = ins[1].dtype
             else:
                 dtype = next((v.dtype for v in ins if v.dtype), "float32")
         in_shapes = [None if v is None else v.shape for v in node.inputs]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import InvalidModelError
 from ...ir import Value
 from .context import Refusal, TFContext
 from .registry import REGISTRY
@@ -174,6 +175,9 @@ def convert_shape(ctx: TFContext, node: TFNode) -> list[Value]:
 def convert_fill(ctx: TFContext, node: TFNode) -> list[Value]:
     """A tensor of the given shape filled with a scalar."""
     shape = int64_input(ctx, 0, "dims")
+    dims = ctx.const(0)
+    if dims is not None:
+        ctx.check_size(tuple(int(d) for d in np.asarray(dims).reshape(-1)), "a filled tensor")
     value = ctx.const(1)
     if value is not None:
         return [ctx.emit1("ConstantOfShape", [shape],
@@ -184,6 +188,12 @@ def convert_fill(ctx: TFContext, node: TFNode) -> list[Value]:
 @REGISTRY.register("Range")
 def convert_range(ctx: TFContext, node: TFNode) -> list[Value]:
     """numpy.arange(start, limit, delta)."""
+    bounds = [ctx.const(i) for i in range(3)]
+    if all(b is not None for b in bounds):
+        start, limit, delta = (float(np.asarray(b).reshape(())) for b in bounds)
+        if delta == 0:
+            raise InvalidModelError(f"node '{ctx.name}' (Range): delta is 0")
+        ctx.check_size((max(int(np.ceil((limit - start) / delta)), 0),), "a range")
     return [ctx.emit1("Range", [ctx.input(0), ctx.input(1), ctx.input(2)])]
 
 
@@ -199,4 +209,8 @@ def convert_gather(ctx: TFContext, node: TFNode) -> list[Value]:
 @REGISTRY.register("Tile")
 def convert_tile(ctx: TFContext, node: TFNode) -> list[Value]:
     """Repeat along every axis."""
+    shape, reps = ctx.shape(0), ctx.const(1)
+    if shape is not None and reps is not None and len(shape) == np.asarray(reps).size:
+        ctx.check_size(tuple(d * int(r) if isinstance(d, int) else None
+                             for d, r in zip(shape, np.asarray(reps).reshape(-1))), "a tiling")
     return [ctx.emit1("Tile", [ctx.input(0), int64_input(ctx, 1, "multiples")])]

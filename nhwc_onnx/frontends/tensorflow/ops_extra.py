@@ -35,6 +35,9 @@ def convert_select_v2(ctx: TFContext, node: TFNode) -> list[Value]:
 @REGISTRY.register("BroadcastTo")
 def convert_broadcast_to(ctx: TFContext, node: TFNode) -> list[Value]:
     """Broadcast to a shape."""
+    target = ctx.const(1)
+    if target is not None:
+        ctx.check_size(tuple(int(d) for d in np.asarray(target).reshape(-1)), "a broadcast")
     return [ctx.emit1("Expand", [ctx.input(0), int64_input(ctx, 1, "shape")])]
 
 

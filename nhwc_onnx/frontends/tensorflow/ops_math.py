@@ -33,6 +33,7 @@ def convert_unary(ctx: TFContext, node: TFNode) -> list[Value]:
 def convert_binary(ctx: TFContext, node: TFNode) -> list[Value]:
     """Two-input elementwise op with numpy broadcasting."""
     a, b = ctx.input(0), ctx.input(1)
+    ctx.check_same_dtype(0, 1)
     if node.op == "Div" and np.dtype(a.dtype or "float32").kind in "iu":
         raise Refusal("integer Div rounds toward negative infinity; no exact core op")
     return [ctx.emit1(_BINARY[node.op], [a, b])]
@@ -101,6 +102,7 @@ def _argmax_as(ctx: TFContext, x: Value, axis: int) -> Value:
 @REGISTRY.register("MatMul")
 def convert_matmul(ctx: TFContext, node: TFNode) -> list[Value]:
     """2-D product; transposes become Gemm flags."""
+    ctx.check_same_dtype(0, 1)
     ta = 1 if ctx.attrs.bool("transpose_a", False) else 0
     tb = 1 if ctx.attrs.bool("transpose_b", False) else 0
     a, b = ctx.input(0), ctx.input(1)

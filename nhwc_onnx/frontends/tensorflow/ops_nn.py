@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import InvalidModelError
 from ...ir import Value
 from .context import Refusal, TFContext
 from .registry import REGISTRY
@@ -23,6 +24,8 @@ def hw(values: list, fmt: str, name: str) -> list[int]:
     if len(values) != 4:
         raise Refusal(f"attribute '{name}' has {len(values)} entries, expected 4")
     h, w, n, c = (1, 2, 0, 3) if fmt == "NHWC" else (2, 3, 0, 1)
+    if any(int(v) < 1 for v in values):
+        raise InvalidModelError(f"attribute '{name}' {list(values)} has an entry below 1")
     if values[n] != 1 or values[c] != 1:
         raise Refusal(f"attribute '{name}' {values} moves along the batch or channel axis")
     return [int(values[h]), int(values[w])]
@@ -63,6 +66,7 @@ def _filter_shape(ctx: TFContext, index: int) -> tuple:
 def convert_conv2d(ctx: TFContext, node: TFNode) -> list[Value]:
     """Conv with the HWIO filter; grouped when the input has a multiple of its in-channels."""
     fmt = data_format(ctx)
+    ctx.check_same_dtype(0, 1)
     kh, kw, cin, _ = _filter_shape(ctx, 1)
     attrs = {"kernel_shape": [kh, kw], "weight_layout": "HWIO", **_spatial_attrs(ctx, fmt)}
     x_shape = ctx.shape(0)
@@ -78,6 +82,7 @@ def convert_conv2d(ctx: TFContext, node: TFNode) -> list[Value]:
 def convert_depthwise(ctx: TFContext, node: TFNode) -> list[Value]:
     """Conv with group=C; the (kH,kW,C,mult) filter read as HWIO (kH,kW,1,C*mult)."""
     fmt = data_format(ctx)
+    ctx.check_same_dtype(0, 1)
     kh, kw, c, mult = _filter_shape(ctx, 1)
     target = (kh, kw, 1, c * mult)
     w = ctx.const(1)
@@ -98,6 +103,7 @@ def convert_conv2d_backprop_input(ctx: TFContext, node: TFNode) -> list[Value]:
     sizes = [int(v) for v in ctx.need_const(0, "input_sizes").reshape(-1)]
     if len(sizes) != 4:
         raise Refusal(f"input_sizes has {len(sizes)} entries, expected 4")
+    ctx.check_same_dtype(1, 2)
     kh, kw, _, _ = _filter_shape(ctx, 1)
     attrs = _spatial_attrs(ctx, fmt)
     if attrs["auto_pad"] == "NOTSET":
@@ -111,6 +117,7 @@ def convert_conv2d_backprop_input(ctx: TFContext, node: TFNode) -> list[Value]:
 def convert_bias_add(ctx: TFContext, node: TFNode) -> list[Value]:
     """Add of the bias vector on the channel axis."""
     fmt = data_format(ctx) if node.op == "BiasAdd" else "NHWC"
+    ctx.check_same_dtype(0, 1)
     bias = ctx.input(1)
     if fmt == "NCHW":
         rank = ctx.rank(0, "BiasAdd with NCHW")

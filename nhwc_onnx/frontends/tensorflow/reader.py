@@ -54,6 +54,9 @@ def _parse_text(data: bytes, path: str) -> tf_graph_pb2.GraphDef:
         text_format.Parse(data.decode("utf-8"), graph, allow_unknown_field=True)
     except UnicodeDecodeError:
         raise ModelLoadError(f"{path}: not UTF-8 text, so not a text GraphDef") from None
+    except RecursionError:
+        raise ModelLoadError(f"{path}: the text GraphDef nests too deeply to be a model") \
+            from None
     except text_format.ParseError as exc:
         message = str(exc)
         line, column = exc.GetLine(), exc.GetColumn()

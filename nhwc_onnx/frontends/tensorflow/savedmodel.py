@@ -2,12 +2,35 @@
 here, lazily, and only here), then convert the frozen GraphDef like a .pb file."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import sys
 
 from ...errors import MissingDependencyError, ModelLoadError
 from ..base import FrontendOptions
 from .reader import parse_graphdef_bytes
+
+
+@contextlib.contextmanager
+def _quiet_native_stderr():
+    """TensorFlow's C++ side prints absl/oneDNN/CPU-feature lines straight to file descriptor 2
+    while it imports and loads; the converter's own messages must stay the only output."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable stderr (embedded interpreters): nothing to hide
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _tensorflow():
@@ -66,18 +89,20 @@ def load_frozen(path: str, options: FrontendOptions):
     directory or a Keras file."""
     if not os.path.exists(path):
         raise ModelLoadError(f"{path}: no such file or directory")
-    tf, freeze = _tensorflow()
-    if os.path.isdir(path):
-        function, _owner = _saved_model_function(tf, path, options.signature)
-    else:
-        function, _owner = _keras_function(tf, path)
-    try:
-        frozen = freeze(function)
-    except Exception as exc:  # noqa: BLE001 - freezing fails in many ways on resource ops
-        raise ModelLoadError(f"{path}: cannot freeze the model: {_first_line(exc)}") from None
+    with _quiet_native_stderr():
+        tf, freeze = _tensorflow()
+        if os.path.isdir(path):
+            function, _owner = _saved_model_function(tf, path, options.signature)
+        else:
+            function, _owner = _keras_function(tf, path)
+        try:
+            frozen = freeze(function)
+        except Exception as exc:  # noqa: BLE001 - freezing fails in many ways on resource ops
+            raise ModelLoadError(f"{path}: cannot freeze the model: {_first_line(exc)}") \
+                from None
+        data = frozen.graph.as_graph_def().SerializeToString()
     label = os.path.basename(os.path.normpath(path))
-    graph_def, buffer = parse_graphdef_bytes(
-        frozen.graph.as_graph_def().SerializeToString(), label)
+    graph_def, buffer = parse_graphdef_bytes(data, label)
     if not options.outputs:
         options = dataclasses.replace(options, outputs=[t.name for t in frozen.outputs])
     return graph_def, buffer, label, options

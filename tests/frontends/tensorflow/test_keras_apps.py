@@ -29,10 +29,8 @@ APPS = {
     "EfficientNetB0": (32, {}, 255.0),
     "NASNetMobile": (32, {}, 1.0),
 }
-# MobileNetV3's hard-swish divides by 6; the dialect has no Div and x*(1/6) can differ from x/6
-# by one float32 rounding step, so the pipeline refuses it unless told to accept that.
-PASS_OPTIONS = {"MobileNetV3Small": {"approximate_division": True},
-                "MobileNetV3Large": {"approximate_division": True}}
+# MobileNetV3's hard-swish divides by 6: legalised as x * (1/6), equal up to one rounding step.
+PASS_OPTIONS: dict[str, dict] = {}
 
 
 def _build(name: str, size: int, kwargs: dict):
