@@ -134,6 +134,7 @@ def convert(
         inputs = [src] + ([Path(options.weights)] if options.weights not in (None, "random") else [])
         if any(_same_file(out, p) or out.resolve() == p.resolve() for p in inputs):
             raise OutputPathError(f"{out}: the output would overwrite the input; choose another path")
+        _check_output_folder(out)
     report = ConversionReport(source=str(src), framework=fw, output=str(output) if output else None)
     report.options = _options_dict(options, domain, weights_as_constants, allow_transpose,
                                    approximate_padding)
@@ -180,6 +181,19 @@ def convert(
         report.timings["write"] = time.perf_counter() - t2
     report.timings["total"] = time.perf_counter() - t0
     return ConversionResult(model, report, str(output) if output is not None else None)
+
+
+def _check_output_folder(out: Path) -> None:
+    """Fail before the (possibly long) conversion when the output cannot be written."""
+    if out.is_dir():
+        raise OutputPathError(f"{out}: is a directory, expected a file name for the model")
+    folder = out.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise OutputPathError(f"{out}: '{folder}' is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{out}: no permission to write in '{folder}'")
 
 
 def _options_dict(options: FrontendOptions, domain, constants, transpose, approx) -> dict:

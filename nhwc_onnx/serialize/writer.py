@@ -197,7 +197,10 @@ def save(
     path = Path(path)
     if path.is_dir():
         raise OutputPathError(f"{path}: is a directory, expected a file name for the model")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputPathError(f"{path}: cannot create the output folder ({_reason(exc)})") from None
     weight_bytes = sum(v.const.nbytes for v in model.graph.constants())
     use_external = weight_bytes > external_threshold
     if use_external and weights_as_constants:
@@ -227,11 +230,17 @@ def save(
             os.replace(data_tmp.name, _data_path(path))
         os.chmod(model_tmp.name, mode)
         os.replace(model_tmp.name, path)
-    except BaseException:
+    except BaseException as exc:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OutputPathError(f"{path}: cannot write the output ({_reason(exc)})") from None
         raise
     return path
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
 
 
 def _file_mode(path: Path) -> int:

@@ -12,7 +12,7 @@ import os
 import subprocess
 
 import pytest
-from crash_repro import REPROS, run
+from crash_repro import ONNX_MALFORMED, REPROS, run
 from rel_limits import HERE, run_limited
 from rel_models import write_source
 
@@ -46,7 +46,7 @@ def _in_child(name: str, timeout: float) -> dict:
 
 
 def _project_error_names() -> set[str]:
-    import nhwc_onnx.errors as errors
+    from nhwc_onnx import errors
 
     return {name for name, obj in vars(errors).items()
             if isinstance(obj, type) and issubclass(obj, NhwcOnnxError)}
@@ -69,34 +69,29 @@ def test_crash2_onnx_op_type_not_utf8(tmp_path):
     assert isinstance(exc, NhwcOnnxError), repr(exc)
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #3")
 @pytest.mark.parametrize("name", ["tf_conv_stride_zero", "tf_pool_stride_zero"])
 def test_crash3_tf_zero_stride(name, tmp_path):
     exc = _in_process(name, tmp_path)
     assert isinstance(exc, NhwcOnnxError) and not isinstance(exc, ConversionBugError), repr(exc)
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #4")
 def test_crash4_tf_fill_with_absurd_dims_is_refused_without_allocating():
     _assert_refused_as_user_error(_in_child("tf_fill_absurd_dims", timeout=60))
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #5")
 def test_crash5_caffe_blob_data_with_wrong_wire_type(tmp_path):
     exc = _in_process("caffe_blob_data_as_varint", tmp_path)
     assert isinstance(exc, NhwcOnnxError), repr(exc)
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #6")
 def test_crash6_output_under_a_regular_file(tmp_path):
-    source, extra = write_source(tmp_path / "src", "onnx")
+    source, _ = write_source(tmp_path / "src", "onnx")
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the output folder should be")
     with pytest.raises(OutputPathError):
         convert(source, blocker / "model.nhwc.onnx", framework="onnx")
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #6")
 def test_crash6_disk_full_while_writing_is_a_project_error(tmp_path, monkeypatch):
     source, _ = write_source(tmp_path / "src", "onnx")
     out_dir = tmp_path / "out"
@@ -128,7 +123,6 @@ def test_crash8_onnx_resize_by_a_million_is_refused_quickly():
     _assert_refused_as_user_error(outcome)
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #9")
 @pytest.mark.parametrize("name", ["caffe_random_weights_absurd", "caffe_random_weights_large"])
 def test_crash9_caffe_random_weights_have_a_size_limit(name):
     _assert_refused_as_user_error(_in_child(name, timeout=60))
@@ -146,15 +140,32 @@ def test_crash11_onnx_conv_with_two_outputs_blames_the_model(tmp_path):
     assert isinstance(exc, NhwcOnnxError) and not isinstance(exc, ConversionBugError), repr(exc)
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #12")
 def test_crash12_tf_int16_input_is_unsupported_not_a_bug(tmp_path):
     exc = _in_process("tf_int16_input", tmp_path)
     assert isinstance(exc, NhwcOnnxError) and not isinstance(exc, ConversionBugError), repr(exc)
 
 
+def test_crash14_tf_pbtxt_nested_too_deeply(tmp_path):
+    exc = _in_process("tf_pbtxt_nested_too_deeply", tmp_path)
+    assert isinstance(exc, NhwcOnnxError), repr(exc)
+
+
+@pytest.mark.xfail(strict=True, reason="CRASHES.md #15")
+@pytest.mark.parametrize("name", sorted(ONNX_MALFORMED))
+def test_crash15_malformed_onnx_node_blames_the_model(name, tmp_path):
+    exc = _in_process(f"onnx_malformed_{name}", tmp_path)
+    assert isinstance(exc, NhwcOnnxError) and not isinstance(exc, ConversionBugError), repr(exc)
+
+
+@pytest.mark.xfail(strict=True, reason="CRASHES.md #16")
+def test_crash16_onnx_avgpool_pads_2_pow_40_is_refused_without_allocating():
+    _assert_refused_as_user_error(_in_child("onnx_avgpool_pads_2_pow_40", timeout=60))
+
+
 def test_every_reproduction_is_covered_by_a_test():
     text = (HERE / "test_crash_regressions.py").read_text()
-    assert [name for name in REPROS if name not in text] == []
+    named = [n for n in REPROS if not n.startswith("onnx_malformed_")]
+    assert [name for name in named if name not in text] == []
 
 
 def test_reproductions_run_in_process(tmp_path):
