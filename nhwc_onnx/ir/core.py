@@ -44,7 +44,7 @@ class Value:
         self.layout = layout
         self.const = const
         if const is not None:
-            self.dtype = str(const.dtype)
+            self.dtype = _dtype_name(const)
             self.shape = tuple(int(d) for d in const.shape)
         self._producer: Node | None = None
         self._uses: list[tuple[Node, int]] = []
@@ -76,12 +76,17 @@ class Value:
 
     def set_const(self, array: np.ndarray) -> None:
         self.const = array
-        self.dtype = str(array.dtype)
+        self.dtype = _dtype_name(array)
         self.shape = tuple(int(d) for d in array.shape)
 
     def __repr__(self) -> str:
         kind = "const " if self.const is not None else ""
         return f"Value({kind}{self.name!r}, {self.dtype}, {self.shape}, {self.layout})"
+
+
+def _dtype_name(array: np.ndarray) -> str:
+    """'float32' for any byte order: the element type, not the storage order."""
+    return str(array.dtype.newbyteorder("="))
 
 
 class Node:

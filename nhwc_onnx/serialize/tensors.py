@@ -40,7 +40,7 @@ def fill_tensor(tensor: TensorProto, array: np.ndarray, name: str) -> None:
     """Fill ``tensor`` in place (no intermediate TensorProto): header plus raw_data."""
     arr = np.asarray(array)
     tensor.name = name
-    tensor.data_type = dtype_to_onnx(str(arr.dtype))
+    tensor.data_type = dtype_to_onnx(str(arr.dtype.newbyteorder("=")))
     tensor.dims.extend(int(d) for d in arr.shape)
     if arr.dtype == object or arr.dtype.kind in "US":
         tensor.string_data.extend(str(s).encode("utf-8") for s in arr.ravel())
@@ -52,7 +52,7 @@ def fill_tensor_header(tensor: TensorProto, array: np.ndarray, name: str) -> Non
     """Name, element type and dims only (the data lives in an external file)."""
     arr = np.asarray(array)
     tensor.name = name
-    tensor.data_type = dtype_to_onnx(str(arr.dtype))
+    tensor.data_type = dtype_to_onnx(str(arr.dtype.newbyteorder("=")))
     tensor.dims.extend(int(d) for d in arr.shape)
 
 

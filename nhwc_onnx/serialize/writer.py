@@ -16,6 +16,7 @@ from ..errors import OutputPathError
 from ..ir import CORE, DIALECT, Graph, Model, Value
 from ..schemas import infer_shapes
 from .attributes import attribute_type, fill_attribute
+from .stream import write_streaming
 from .tensors import fill_tensor, fill_tensor_header, fill_type
 
 IR_VERSION = 8  # conservative: onnxruntime 1.31 refuses the IR 14 that onnx 1.23 writes
@@ -210,18 +211,22 @@ def save(
     temps: list[Path] = []
     try:
         data_tmp = None
-        sink = None
+        proto = None
         if use_external:
             data_tmp, sink = _external_sink(path, temps)
-        proto = to_onnx(model, domain=domain, weights_as_constants=weights_as_constants,
-                        external=sink)
-        if data_tmp is not None:
+            proto = to_onnx(model, domain=domain, external=sink)
             with data_tmp:
                 data_tmp.flush()
                 os.fsync(data_tmp.fileno())
+        elif weights_as_constants:
+            proto = to_onnx(model, domain=domain, weights_as_constants=True)
         model_tmp = _temp_file(path, temps)
         with model_tmp:
-            model_tmp.write(proto.SerializeToString(deterministic=True))
+            if proto is not None:
+                model_tmp.write(proto.SerializeToString(deterministic=True))
+            else:  # weights written straight from their arrays: no second copy in memory
+                write_streaming(model_tmp, lambda defer: to_onnx(model, domain=domain,
+                                                                  external=defer))
             model_tmp.flush()
             os.fsync(model_tmp.fileno())
         mode = _file_mode(path)

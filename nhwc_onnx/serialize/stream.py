@@ -1,0 +1,110 @@
+"""Write a ModelProto's bytes with large initializers streamed from their numpy arrays.
+
+``SerializeToString`` needs the whole model in memory twice over (every weight copied into the
+proto, then into the output bytes). Protobuf messages are field sequences, and serializing the
+fields of one message in field-number order in separate pieces gives exactly the bytes of the
+whole; so the writer serializes everything but the big tensors' data normally and writes each
+big tensor's raw_data straight from its array. The bytes equal ``to_bytes(model)``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import BinaryIO
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+# Field numbers from onnx.proto (facts of the format).
+_MODEL_GRAPH = 7
+_GRAPH_INITIALIZER = 5
+_TENSOR_RAW_DATA = 9
+# ModelProto fields before the graph (ir_version .. doc_string); GraphProto fields before the
+# initializers (node, name). Everything else comes after.
+_MODEL_BEFORE_GRAPH = ("ir_version", "producer_name", "producer_version", "domain",
+                       "model_version", "doc_string")
+_GRAPH_BEFORE_INITIALIZERS = ("node", "name")
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _tag(field: int) -> bytes:
+    return _varint((field << 3) | 2)  # wire type 2: length-delimited
+
+
+def _split(message, before: tuple[str, ...], skip: str) -> tuple[bytes, bytes]:
+    """(bytes of the fields in ``before``, bytes of the fields after ``skip``)."""
+    head = type(message)()
+    tail = type(message)()
+    head.CopyFrom(message)
+    tail.CopyFrom(message)
+    for field in message.DESCRIPTOR.fields:
+        name = field.name
+        if name in before:
+            tail.ClearField(name)
+        else:
+            head.ClearField(name)
+    tail.ClearField(skip)
+    return head.SerializeToString(deterministic=True), tail.SerializeToString(deterministic=True)
+
+
+def _little_endian(array: np.ndarray) -> np.ndarray:
+    arr = np.asarray(array)
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
+
+
+def write_streaming(handle: BinaryIO, build: Callable[[Callable], onnx.ModelProto]) -> None:
+    """``build(defer)`` returns the ModelProto whose deferred tensors hold only a header;
+    ``defer(array, tensor)`` marks a tensor whose data is written here from ``array``."""
+    deferred: dict[int, np.ndarray] = {}
+    order: list[TensorProto] = []
+
+    def defer(array: np.ndarray, tensor: TensorProto) -> None:
+        deferred[len(order)] = array
+        order.append(tensor)
+
+    proto = build(defer)
+    graph = proto.graph
+    # Headers of every initializer (deferred ones without data), in file order.
+    pieces: list[tuple[bytes, np.ndarray | None]] = []
+    deferred_ids = {id(t): i for i, t in enumerate(order)}
+    for tensor in graph.initializer:
+        index = deferred_ids.get(id(tensor))
+        header = tensor.SerializeToString(deterministic=True)
+        pieces.append((header, None if index is None else _little_endian(deferred[index])))
+    graph_head, graph_tail = _split(graph, _GRAPH_BEFORE_INITIALIZERS, "initializer")
+    graph.ClearField("initializer")
+    model_head, model_tail = _split(proto, _MODEL_BEFORE_GRAPH, "graph")
+
+    init_sizes = []
+    for header, array in pieces:
+        size = len(header)
+        if array is not None:
+            size += len(_tag(_TENSOR_RAW_DATA)) + len(_varint(array.nbytes)) + array.nbytes
+        init_sizes.append(size)
+    graph_size = len(graph_head) + len(graph_tail) + sum(
+        len(_tag(_GRAPH_INITIALIZER)) + len(_varint(s)) + s for s in init_sizes)
+
+    handle.write(model_head)
+    handle.write(_tag(_MODEL_GRAPH) + _varint(graph_size))
+    handle.write(graph_head)
+    for (header, array), size in zip(pieces, init_sizes):
+        handle.write(_tag(_GRAPH_INITIALIZER) + _varint(size))
+        handle.write(header)
+        if array is not None:
+            handle.write(_tag(_TENSOR_RAW_DATA) + _varint(array.nbytes))
+            handle.write(memoryview(array).cast("B"))
+    handle.write(graph_tail)
+    handle.write(model_tail)
