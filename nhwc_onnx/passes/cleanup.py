@@ -25,6 +25,28 @@ def remove_pass_through(graph: Graph) -> int:
     return removed
 
 
+def drop_empty_concat_inputs(graph: Graph) -> int:
+    """A Concat input with no elements adds nothing; removing it lets the empty tensor (an
+    empty Slice or Split piece, which has no dialect form) die as dead code."""
+    dropped = 0
+    for node in graph.nodes:
+        if node.domain != CORE or node.op != "Concat":
+            continue
+        kept = [v for v in node.inputs if v is None or not _is_empty(v)]
+        if len(kept) == len(node.inputs) or not kept:
+            continue
+        dropped += len(node.inputs) - len(kept)
+        node.set_inputs(kept)
+        if len(kept) == 1:
+            node.op = "Identity"
+            node.attrs = {}
+    return dropped
+
+
+def _is_empty(value) -> bool:
+    return value.static and any(int(d) == 0 for d in value.shape)
+
+
 def remove_dead_nodes(graph: Graph) -> int:
     """Remove nodes none of whose outputs reach a graph output."""
     graph.toposort()
@@ -43,9 +65,13 @@ class Cleanup(Pass):
 
     def call(self, model: Model, ctx: PassContext) -> PassResult:
         graph = model.graph
+        empty = drop_empty_concat_inputs(graph)
         through = remove_pass_through(graph)
         dead = remove_dead_nodes(graph)
         if through or dead:
             ctx.record("cleanup", "", f"removed {through} pass-through and {dead} dead node(s)",
                        pass_through=through, dead=dead)
-        return PassResult(bool(through or dead))
+        if empty:
+            ctx.record("cleanup", "", f"dropped {empty} empty Concat input(s)",
+                       empty_concat_inputs=empty)
+        return PassResult(bool(through or dead or empty))

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import InvalidAttributeError
-from ..schemas.base import CORE_OPS
+from ..errors import InvalidAttributeError, InvalidModelError
+from ..schemas.base import CORE_OPS, InferContext, RuleError
 from . import core_eval_spatial as sp
 
 # evaluator(attrs_with_defaults, inputs) -> one array or a list of arrays
@@ -384,7 +384,11 @@ def _cast(attrs, xs):
 def _constant_of_shape(attrs, xs):
     value = attrs.get("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value)
-    return np.full([int(d) for d in xs[0]], value.reshape(-1)[0], dtype=value.dtype)
+    dims = np.asarray(xs[0])
+    if dims.ndim != 1 or dims.dtype.kind not in "iu" or (dims.size and dims.min() < 0):
+        raise InvalidAttributeError(f"ConstantOfShape: the shape must be a 1-D list of integers "
+                                    f">= 0, found {dims.tolist()} ({dims.dtype})")
+    return np.full([int(d) for d in dims], value.reshape(-1)[0], dtype=value.dtype)
 
 
 @_impl("Range")
@@ -421,12 +425,54 @@ def _make_evaluate(impl: Impl):
     return evaluate
 
 
-def evaluate_node(node, input_arrays: list) -> list[np.ndarray]:
-    """Evaluate one core node on numpy arrays (absent optional inputs as None)."""
+# A tensor above this many elements (8 GiB of float32) is an absurd shape, not a model.
+MAX_EVAL_ELEMENTS = 1 << 31
+# Ops whose output size comes from input values or attributes, not from the inputs' sizes:
+# their size is checked before numpy is asked to allocate it.
+SIZED_BY_VALUES = {"ConstantOfShape", "Range", "Expand", "Tile", "Pad", "Resize"}
+
+
+def output_elements(node, input_arrays: list) -> int | None:
+    """Elements of the node's largest output, from shape inference on the arrays (None:
+    not known without evaluating)."""
+    from . import core_infer  # noqa: F401  (attaches CORE_OPS[op].infer; imports this module)
+
+    schema = CORE_OPS.get(node.op)
+    if schema is None or schema.infer is None:
+        return None
+    arrays = [None if a is None else np.asarray(a) for a in input_arrays]
+    ictx = InferContext(node, schema.with_defaults(node.attrs),
+                        [None if a is None else tuple(a.shape) for a in arrays], arrays)
+    try:
+        shapes = schema.infer(ictx)
+    except (RuleError, InvalidAttributeError, ArithmeticError, LookupError, TypeError,
+            ValueError):
+        return None  # the evaluator reports what is wrong with these inputs
+    counts = [math.prod(int(d) for d in shape) for shape in shapes
+              if shape is not None and all(d is not None for d in shape)]
+    return max(counts) if counts else None
+
+
+def evaluate_node(node, input_arrays: list, max_elements: int = MAX_EVAL_ELEMENTS
+                  ) -> list[np.ndarray]:
+    """Evaluate one core node on numpy arrays (absent optional inputs as None).
+
+    An output of more than ``max_elements`` is refused before anything is allocated."""
     schema = CORE_OPS.get(node.op)
     if schema is None or schema.evaluate is None:
         raise InvalidAttributeError(f"no numpy evaluator for op '{node.op}' (node '{node.name}')")
-    return schema.evaluate(node, input_arrays)
+    if node.op in SIZED_BY_VALUES:
+        count = output_elements(node, input_arrays)
+        if count is not None and count > max_elements:
+            raise InvalidModelError(
+                f"node '{node.name}' ({node.op}): its output would have {count} elements "
+                f"(limit {max_elements}); refused as absurd")
+    try:
+        return schema.evaluate(node, input_arrays)
+    except InvalidAttributeError as exc:
+        if f"'{node.name}'" in str(exc):
+            raise
+        raise InvalidAttributeError(f"node '{node.name}' ({node.op}): {exc}") from exc
 
 
 def attach() -> None:

@@ -264,7 +264,10 @@ def _reshape(ctx):
         if spec is not None and len(spec) == 1 and spec[0] is not None:
             return [(None,) * spec[0]]
         return [None]
-    dims = [int(d) for d in np.asarray(target).reshape(-1)]
+    target = np.asarray(target)
+    ctx.require(target.dtype.kind in "iu", "shape", "the Reshape target must be integer",
+                "int64", str(target.dtype))
+    dims = [int(d) for d in target.reshape(-1)]
     shape = ctx.shape(0)
     out: list[int | None] = []
     copied: set[int] = set()  # axes whose dim is copied from the input (0 without allowzero)
@@ -431,6 +434,8 @@ def _const_ints(ctx: InferContext, index: int) -> list[int] | None:
 def _constant_of_shape(ctx):
     dims = _const_ints(ctx, 0)
     if dims is not None:
+        ctx.require(np.ndim(ctx.consts[0]) == 1 and min(dims, default=0) >= 0, "shape",
+                    "the shape must be a 1-D list of integers >= 0", found=str(dims))
         return [tuple(dims)]
     spec = ctx.shape(0)
     return [(None,) * spec[0] if spec and spec[0] is not None else None]

@@ -5,11 +5,14 @@ keep the node's output names (so ``bn/Rsqrt`` stays a readable weight name). ``S
 of a tensor whose shape is static fold too, which then lets whole shape subgraphs (Gather,
 Slice, Concat, Unsqueeze, Cast, ConstantOfShape, Range ...) fold. Shapes are re-inferred between
 rounds so a Reshape whose target just became constant gets its static output shape.
-Size guard: a float output larger than option ``fold_max_bytes`` (default 256 MiB) is left as a
-node, unless every reader takes it as a weight (the converted model stores it either way);
-integer (shape-like) results always fold.
+Size guard: an output larger than option ``fold_max_bytes`` (default 256 MiB) is left as a
+node, unless every reader takes it as a weight (the converted model stores it either way); the
+size is judged from the inferred shape before evaluating, and after evaluating for outputs whose
+shape was unknown (integer, shape-like, results then always fold).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -43,6 +46,21 @@ def _foldable(node: Node, graph_outputs: set[int]) -> bool:
     return bool(present) and all(v.is_const for v in present)
 
 
+def _too_big_to_try(node: Node, max_bytes: int) -> bool:
+    """Judge the size from the inferred output shapes before numpy allocates anything: an
+    over-budget output stays a node (weights excepted, which the model stores either way)."""
+    for value in node.outputs:
+        if not value.static or _only_parameter(value):
+            continue
+        try:
+            itemsize = np.dtype(value.dtype).itemsize
+        except TypeError:
+            itemsize = 8
+        if math.prod(int(d) for d in value.shape) * itemsize > max_bytes:
+            return True
+    return False
+
+
 def _evaluate(node: Node) -> list[np.ndarray]:
     if node.op in SHAPE_OF_STATIC:
         shape = node.inputs[0].shape
@@ -57,7 +75,7 @@ def fold_round(graph: Graph, max_bytes: int, folded: dict[str, int]) -> bool:
     graph.toposort()
     outputs = {id(v) for v in graph.outputs}
     for node in graph.nodes:
-        if not _foldable(node, outputs):
+        if not _foldable(node, outputs) or _too_big_to_try(node, max_bytes):
             continue
         arrays = _evaluate(node)
         too_big = any(

@@ -187,10 +187,20 @@ def _hard_sigmoid_into(graph: Graph, node: Node, x: Value, alpha: float, beta: f
 
 
 def _hard_sigmoid(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    if node.input(0).rank < 2:
-        return refuse(ctx, node, "the exact subgraph needs a channel axis (rank >= 2)")
-    _hard_sigmoid_into(graph, node, node.input(0), float(node.attrs.get("alpha", 0.2)),
-                       float(node.attrs.get("beta", 0.5)), node.name, final=True)
+    x = node.input(0)
+    alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
+    if x.rank >= 2:
+        _hard_sigmoid_into(graph, node, x, alpha, beta, node.name, final=True)
+        return True
+    # Rank 0/1 has no channel axis for the BatchNormalization affine: compute on a (1, n)
+    # view and reshape back (reshapes move no numbers).
+    shape = tuple(x.shape)
+    view = (1, int(np.prod(shape, dtype=np.int64)))
+    wide = emit(graph, "Reshape", [x, const(graph, np.array(view), f"{node.name}/view_shape",
+                                            np.int64)], None, f"{node.name}/view", view)
+    y = _hard_sigmoid_into(graph, node, wide, alpha, beta, node.name, final=False)
+    become(node, "Reshape", [y, const(graph, np.array(list(shape)), f"{node.name}/shape",
+                                      np.int64)])
     return True
 
 

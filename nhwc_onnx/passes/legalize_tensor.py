@@ -68,9 +68,16 @@ def _split(graph: Graph, node: Node, ctx: PassContext) -> bool:
         return refuse(ctx, node, f"split sizes {sizes} do not cover axis {axis} of "
                       f"{tuple(x.shape)}")
     outputs = list(node.outputs)
+    used_empty = [i for i, (size, out) in enumerate(zip(sizes, outputs))
+                  if size == 0 and (out.uses() or out in graph.outputs)]
+    if used_empty:
+        return refuse(ctx, node, f"split sizes {sizes}: the empty piece(s) {used_empty} are "
+                      "read, and empty tensors have no dialect form")
     graph.remove_node(node)
     start = 0
     for i, (size, out) in enumerate(zip(sizes, outputs)):
+        if size == 0:
+            continue  # an empty piece nobody reads
         graph.make_node("Slice", [x], {"starts": [start], "ends": [start + size], "axes": [axis]},
                         name=f"{node.name}/slice{i}", outputs=[out], domain=DIALECT)
         start += size
@@ -181,6 +188,42 @@ def _nearest(x: Fraction, rule: str) -> int:
     return floor(x + Fraction(1, 2))
 
 
+MAX_CHECKED_CELLS = 1 << 16  # output cells compared one by one when no shortcut applies
+
+
+def _nearest_mismatch(coord: str, rule: str, scale: Fraction, n: int, m: int) -> int | None:
+    """First output index whose nearest source differs from UpSampling2D's ``d // f``
+    (None: none does; -1: too many cells to check one by one).
+
+    Shortcut when the scale is exactly the integer factor f = m / n and the coordinate map
+    is ``(d + a) / f - b``: then source(d + f) = source(d) + 1, so the offset
+    source(d) - d // f depends only on d mod f and never decreases within a block (the map
+    and the rounding are monotone). All offsets are 0 iff those of d = 0 and d = f - 1 are;
+    a non-zero offset reads a neighbouring block in block 1 or block n - 2 (n >= 2)."""
+    factor = m // n
+    if n == 1:
+        return None  # every output reads the only source cell, as UpSampling2D does
+    if scale == factor and coord != "align_corners":
+        for d in (0, factor - 1):
+            if _nearest(_coordinate(coord, d, scale, n, m), rule) != 0:
+                # the offset of residue d shows unclamped in block 1 or in block n - 2
+                for block in (1, n - 2):
+                    index = block * factor + d
+                    src = min(max(_nearest(_coordinate(coord, index, scale, n, m), rule), 0),
+                              n - 1)
+                    if src != block:
+                        return index
+                return d  # pragma: no cover - a non-zero offset always shows in one of them
+        return None
+    if m > MAX_CHECKED_CELLS:
+        return -1
+    for d in range(m):
+        src = min(max(_nearest(_coordinate(coord, d, scale, n, m), rule), 0), n - 1)
+        if src != d // factor:
+            return d
+    return None
+
+
 def _resize(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Resize equal to UpSampling2D: integer factors and the same source cells."""
     x = node.input(0)
@@ -198,12 +241,15 @@ def _resize(graph: Graph, node: Node, ctx: PassContext) -> bool:
         if m == n and scale == 1:
             continue
         if mode == "nearest":
-            for d in range(m):
-                src = min(max(_nearest(_coordinate(coord, d, scale, n, m), rule), 0), n - 1)
-                if src != d // sizes[-1]:
-                    return refuse(ctx, node, f"nearest resize ({coord}, {rule}) reads source "
-                                  f"{src} for output {d} on axis {axis}; UpSampling2D reads "
-                                  f"{d // sizes[-1]}")
+            bad = _nearest_mismatch(coord, rule, scale, n, m)
+            if bad == -1:
+                return refuse(ctx, node, f"nearest resize ({coord}) of axis {axis} from {n} to "
+                              f"{m}: too many output cells to prove equal to UpSampling2D")
+            if bad is not None:
+                src = min(max(_nearest(_coordinate(coord, bad, scale, n, m), rule), 0), n - 1)
+                return refuse(ctx, node, f"nearest resize ({coord}, {rule}) reads source "
+                              f"{src} for output {bad} on axis {axis}; UpSampling2D reads "
+                              f"{bad // sizes[-1]}")
         elif coord not in ("half_pixel", "pytorch_half_pixel") or scale != sizes[-1]:
             return refuse(ctx, node, f"linear resize with {coord} and scale {float(scale)} on "
                           f"axis {axis}: only half-pixel bilinear with integer factors equals "

@@ -34,8 +34,9 @@ def emit(graph: Graph, op: str, inputs: Sequence[Value | None], attrs: dict[str,
 
 
 def const(graph: Graph, array: Any, name: str, dtype: Any = np.float32) -> Value:
-    # np.array copies into a fresh C-contiguous array and, unlike ascontiguousarray, keeps 0-d
-    return graph.constant(np.array(array, dtype=dtype), name)
+    # asarray keeps 0-d arrays 0-d and does not copy a weight that already has the type (a
+    # transposed view stays a view; the serializer writes it in C order).
+    return graph.constant(np.asarray(array, dtype=dtype), name)
 
 
 def const_of(value: Value | None) -> np.ndarray | None:

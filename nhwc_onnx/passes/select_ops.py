@@ -289,8 +289,9 @@ def _gemm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if c is not None:
         bias = channel_vector(const_of(c), n_out, 2)
     if w is not None and trans_a == 0 and (c is None or bias is not None):
-        weight = np.asarray(w, np.float64)
-        weight = (weight if trans_b else weight.T) * alpha  # (M, K)
+        weight = w if trans_b else w.T  # (M, K), a view
+        if alpha != 1.0:
+            weight = weight.astype(np.float64) * alpha
         return _to_dense(graph, node, a, weight, None if bias is None else bias * beta, ctx)
     if c is None:
         c = const(graph, np.zeros(n_out), f"{node.name}/C")
@@ -303,7 +304,7 @@ def _matmul(graph: Graph, node: Node, ctx: PassContext) -> bool:
     a, b = node.input(0), node.input(1)
     w = const_of(b)
     if w is not None and w.ndim == 2 and a.rank == 2:
-        return _to_dense(graph, node, a, np.asarray(w, np.float64).T, None, ctx)
+        return _to_dense(graph, node, a, w.T, None, ctx)
     if w is not None and a.rank != 2:
         return refuse(ctx, node, f"constant-weight MatMul on a rank-{a.rank} input: Dense "
                       "takes (N, K) or a whole (N, H, W, C) map")

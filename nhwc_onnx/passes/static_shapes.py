@@ -6,10 +6,13 @@ options that fix it.
 """
 from __future__ import annotations
 
-from ..errors import InvalidAttributeError, InvalidModelError
+import math
+
+from ..errors import InvalidAttributeError, InvalidModelError, NodeProblem, UnsupportedOpError
 from ..ir import CORE, Graph, Model, Value
 from ..schemas.base import CORE_OPS, DIALECT_OPS, InferContext, RuleError
 from .base import Pass, PassContext, PassResult
+from .core_eval import MAX_EVAL_ELEMENTS
 from .core_infer import infer_dtypes
 
 
@@ -119,9 +122,16 @@ def infer_graph(graph: Graph) -> bool:
                 + (f" (expected {err.expected}, found {err.found})" if err.expected or err.found
                    else "")
             ) from err
+        except (ValueError, ArithmeticError, IndexError, TypeError) as exc:
+            # Inference runs on the model's own attribute values (a 0 stride, a NaN scale):
+            # as in the frontends, a node it cannot even shape is a malformed node.
+            raise InvalidModelError(
+                f"node '{node.name}' ({node.op}): malformed node, its output shape cannot be "
+                f"computed ({exc!r})") from exc
         dtypes = infer_dtypes(node, [None if v is None else v.dtype for v in node.inputs])
         for value, shape, dtype in zip(node.outputs, outs, dtypes):
             new_shape = _merge(value.shape, shape)
+            _refuse_absurd(node, new_shape)
             if new_shape != value.shape:
                 value.shape = new_shape
                 changed = True
@@ -129,6 +139,36 @@ def infer_graph(graph: Graph) -> bool:
                 value.dtype = dtype
                 changed = True
     return changed
+
+
+def _refuse_absurd(node, shape) -> None:
+    """A shape past the evaluators' limit would make later passes allocate or loop for ever
+    (index plans, nearest-neighbour maps): the model is broken, say where."""
+    if shape is None or any(d is None for d in shape):
+        return
+    count = math.prod(int(d) for d in shape)
+    if count > MAX_EVAL_ELEMENTS:
+        raise InvalidModelError(
+            f"node '{node.name}' ({node.op}): output shape {_fmt(shape)} has {count} elements "
+            f"(limit {MAX_EVAL_ELEMENTS}); refused as absurd")
+
+
+def refuse_empty_tensors(graph: Graph) -> None:
+    """A computed tensor with no elements (Expand to a 0 dim, an empty Slice) that something
+    reads has no dialect form: one refusal listing every producer. Unread empty tensors (an
+    empty Split piece) are left to the passes that drop them."""
+    problems = []
+    outputs = {id(v) for v in graph.outputs}
+    for node in graph.nodes:
+        for value in node.outputs:
+            if value.is_const or not value.static or all(int(d) for d in value.shape):
+                continue
+            if value.uses() or id(value) in outputs:
+                problems.append(NodeProblem(
+                    node.name, node.op, f"output '{value.name}' is empty (shape "
+                    f"{_fmt(value.shape)}); empty tensors have no dialect form"))
+    if problems:
+        raise UnsupportedOpError(problems)
 
 
 def unknown_values(graph: Graph) -> list[Value]:
@@ -157,4 +197,5 @@ class StaticShapes(Pass):
                     f"{len(missing)} tensor(s) have shapes that cannot be computed statically: "
                     f"{shown}; shapes computed at run time are not supported"
                 )
+            refuse_empty_tensors(graph)
         return PassResult(changed)

@@ -74,7 +74,7 @@ class LayoutState:
     # -- rewrites -------------------------------------------------------------------------------
     def constant(self, array: np.ndarray, name: str) -> Value:
         self.changed = True
-        return self.graph.constant(np.array(array, order="C"), name)
+        return self.graph.constant(np.asarray(array), name)
 
     def replace_const_input(self, node: Node, index: int, array: np.ndarray, tag: str) -> None:
         old = node.inputs[index]
