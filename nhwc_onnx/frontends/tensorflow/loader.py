@@ -66,6 +66,8 @@ def convert_graphdef(graph_def, options: FrontendOptions, source_file: str,
     _set_outputs(ctx, prepared.outputs, {n.name: n.op for n in prepared.order})
     graph.toposort()
     model = Model(graph, {"source_framework": FRAMEWORK, "source_file": source_file})
+    for node in prepared.order:
+        model.source_op_counts[node.op] = model.source_op_counts.get(node.op, 0) + 1
     return model
 
 
