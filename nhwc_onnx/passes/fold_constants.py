@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..errors import InvalidModelError
 from ..ir import CORE, Graph, Model, Node
 from ..schemas.base import CORE_OPS
 from .base import Pass, PassContext, PassResult
@@ -67,7 +68,12 @@ def _evaluate(node: Node) -> list[np.ndarray]:
         if node.op == "Shape":
             return [np.asarray(shape, dtype=np.int64)]
         return [np.asarray(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)]
-    return evaluate_node(node, [None if v is None else v.const for v in node.inputs])
+    try:
+        return evaluate_node(node, [None if v is None else v.const for v in node.inputs])
+    except (ValueError, ArithmeticError, IndexError, TypeError) as exc:
+        # Every input is the model's own constant data: numpy refusing it is a broken model.
+        raise InvalidModelError(f"node '{node.name}' ({node.op}): malformed node, it cannot be "
+                                f"computed from its constant inputs ({exc!r})") from exc
 
 
 def fold_round(graph: Graph, max_bytes: int, folded: dict[str, int]) -> bool:

@@ -148,14 +148,36 @@ def _tile(graph: Graph, node: Node, ctx: PassContext) -> bool:
         become(node, "Reshape", [x, _shape_const(graph, x.shape, f"{node.name}/shape")])
         return True
     for i, axis in enumerate(axes):
-        r = int(reps[axis])
+        copies = _copies(graph, x, axis, int(reps[axis]), f"{node.name}/axis{axis}")
         if i == len(axes) - 1:
-            become(node, "Concat", [x] * r, {"axis": axis})
+            become(node, "Concat", copies, {"axis": axis})
             return True
         shape = list(x.shape)
-        shape[axis] *= r
-        x = emit(graph, "Concat", [x] * r, {"axis": axis}, f"{node.name}/axis{axis}", shape)
+        shape[axis] *= int(reps[axis])
+        x = emit(graph, "Concat", copies, {"axis": axis}, f"{node.name}/axis{axis}", shape)
     return True
+
+
+DIRECT_COPIES = 16  # up to this many repeats, one Concat reads x that many times
+
+
+def _copies(graph: Graph, x: Value, axis: int, r: int, name: str) -> list[Value]:
+    """Pieces whose concatenation along ``axis`` is x repeated r times. Large r (a Tile by
+    2^20) uses doubling: x, xx, xxxx ... by binary digits of r, so O(log r) nodes instead of
+    a Concat with r inputs; every piece is copies of x, so any grouping is the same data."""
+    if r <= DIRECT_COPIES:
+        return [x] * r
+    pieces, piece, count = [], x, 1
+    while count <= r:
+        if r & count:
+            pieces.append(piece)
+        if 2 * count <= r:
+            shape = list(piece.shape)
+            shape[axis] *= 2
+            piece = emit(graph, "Concat", [piece, piece], {"axis": axis},
+                         f"{name}/x{2 * count}", shape)
+        count *= 2
+    return pieces
 
 
 def _expand(graph: Graph, node: Node, ctx: PassContext) -> bool:
@@ -287,6 +309,9 @@ def _reduce(graph: Graph, node: Node, ctx: PassContext) -> bool:
     axes = sorted({positive_axis(int(a), rank) for a in axes}) if axes else list(range(rank))
     keep = int(node.attrs.get("keepdims", 1))
     out = node.output.shape
+    if not axes:  # a scalar: reducing no axis leaves it as it is
+        become(node, "Reshape", [x, _shape_const(graph, out, f"{node.name}/shape")])
+        return True
     if node.op == "ReduceSum":
         count = prod(x.shape[a] for a in axes)
         if count & (count - 1):

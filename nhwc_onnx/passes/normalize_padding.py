@@ -85,7 +85,10 @@ class NormalizePadding(Pass):
                 _refuse(ctx, node, f"input shape {node.inputs[0].shape} is not static")
                 continue
             before = (dict(node.attrs), node.input(0))
-            why = self._normalize(graph, node, _KINDS[node.op], ctx)
+            try:
+                why = self._normalize(graph, node, _KINDS[node.op], ctx)
+            except pm.WindowTooLarge as exc:
+                why = str(exc)
             if why:
                 _refuse(ctx, node, why)
             elif before != (node.attrs, node.input(0)):
@@ -209,8 +212,12 @@ class NormalizePadding(Pass):
             conv.attrs["pads"] = [own[0] + hw[0], own[1] + hw[1], own[2] + hw[2], own[3] + hw[3]]
             conv.attrs["auto_pad"] = "NOTSET"
             conv.set_input(0, pad.inputs[0])
-            verdicts, desc = analyse_node(conv, pm.CONV)
-            if pm.decide(verdicts, pm.CONV).mode != "SAME":
+            try:
+                verdicts, desc = analyse_node(conv, pm.CONV)
+                merged = pm.decide(verdicts, pm.CONV).mode == "SAME"
+            except pm.WindowTooLarge:
+                merged = False  # the conv itself is refused by the main loop
+            if not merged:
                 conv.attrs = saved
                 conv.set_input(0, pad.output)
                 continue

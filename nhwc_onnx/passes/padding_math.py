@@ -76,8 +76,18 @@ class AxisWindows:
     divisor: np.ndarray  # AVG only: what each output divides by (along this axis)
 
 
+class WindowTooLarge(ValueError):
+    """The tap table of one axis would be absurdly large (a kernel of 2^40 under SAME)."""
+
+
+MAX_WINDOW_TAPS = 1 << 26  # outputs x kernel taps per axis compared cell by cell
+
+
 def _windows(out: int, begin: int, size: int, kernel: int, stride: int, dilation: int,
              extent: tuple[int, int] | None) -> AxisWindows:
+    if max(out, 0) * max(kernel, 0) > MAX_WINDOW_TAPS:
+        raise WindowTooLarge(f"a window of {kernel} taps over {out} outputs is too large to "
+                             "prove the padding exact")
     starts = np.arange(max(out, 0)) * stride - begin
     taps = starts[:, None] + np.arange(kernel)[None, :] * dilation
     real = (taps >= 0) & (taps < size)

@@ -255,6 +255,10 @@ def _reduce_mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
     rank = node.input(0).rank
     axes = node.attrs.get("axes")
     axes = sorted(positive_axis(int(a), rank) for a in axes) if axes else list(range(rank))
+    if not axes:  # a scalar: the mean of one value is that value
+        become(node, "Reshape", [node.input(0), const(graph, np.array(
+            list(node.output.shape)), f"{node.name}/shape", np.int64)])
+        return True
     become(node, "ReduceMean", [node.input(0)],
            {"axes": axes, "keepdims": int(node.attrs.get("keepdims", 1))})
     return True

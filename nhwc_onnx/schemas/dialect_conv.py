@@ -75,8 +75,11 @@ def _infer_conv(ctx: InferContext) -> list:
         raise RuleError("attribute", f"input channels C={c} are not divisible by group={group}",
                         f"C % {group} == 0", c)
     if c is not None and c // group != c_per_group:
+        # Name the kernel from kernel_shape when given: W's own middle dims may be the wrong ones.
+        ks = ctx.attr("kernel_shape")
+        ekh, ekw = (ks[0], ks[1]) if isinstance(ks, (list, tuple)) and len(ks) == 2 else ("kH", "kW")
         raise RuleError("weight-shape", f"Conv W must be (M, kH, kW, C/group) with C={c}, "
-                        f"group={group}", f"(M,{kh},{kw},{c // group})",
+                        f"group={group}", f"(M,{ekh},{ekw},{c // group})",
                         fmt((m, kh, kw, c_per_group)))
     if m % group:
         raise RuleError("weight-shape", f"output channels M={m} are not divisible by "

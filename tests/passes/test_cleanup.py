@@ -59,3 +59,24 @@ def test_clean_graph_is_unchanged():
     assert Cleanup()(model, PassContext()).modified is False
     assert len(g) == 1
     assert np.all(g.outputs[0].producer().inputs[0] is x)
+
+
+def _empty_piece_graph():
+    """x (2, 5) split into [5, 0] along axis 1; the empty piece is concatenated back."""
+    g = Graph()
+    x = g.add_input(Value("x", shape=(2, 5)))
+    split = g.make_node("Split", [x], {"axis": 1, "split": [5, 0]}, name="split",
+                        outputs=[Value("full", shape=(2, 5)), Value("empty", shape=(2, 0))])
+    relu = g.make_node("Relu", [split.outputs[0]], name="relu")
+    cat = g.make_node("Concat", [relu.output, split.outputs[1]], {"axis": 1}, name="cat")
+    g.outputs.append(cat.output)
+    return Model(g)
+
+
+def test_empty_concat_inputs_are_dropped():
+    x = rand(2, 5)
+    model, (result,), ctx = run_pass_and_compare(_empty_piece_graph, {"x": x}, [Cleanup()])
+    assert result.modified
+    cat = model.graph.outputs[0].producer()
+    assert all(0 not in v.shape for v in cat.inputs)
+    assert {"empty_concat_inputs": 1} in [d.data for d in ctx.decisions]

@@ -335,10 +335,10 @@ def _proto_with(old: str, new: str) -> str:
 
 def caffe_cases() -> list[BadCase]:
     conv_w, conv_b = caffe_layers()[0][2]
-    reshape = ('layer { name: "fc" type: "InnerProduct"',
-               'layer { name: "flat" type: "Reshape" bottom: "pool" top: "flat"\n'
-               '  reshape_param { shape { %s } } }\n'
-               'layer { name: "fc" type: "InnerProduct"')
+    reshape_layer = ('layer { name: "flat" type: "Reshape" bottom: "pool" top: "flat"\n'
+                     '  reshape_param { shape { %s } } }\n'
+                     'layer { name: "fc" type: "InnerProduct"')
+    reshape = ('layer { name: "fc" type: "InnerProduct"', reshape_layer)
     syntax = CAFFE_PROTOTXT.splitlines()
     syntax[3] = syntax[3].replace("{", "{ {", 1)
     other_net = [("other_conv", "Convolution", [conv_w, conv_b]),
@@ -371,7 +371,7 @@ def caffe_cases() -> list[BadCase]:
                 _caffe(weights=_layers(conv=[np.ones((4, 3, 5, 5)), conv_b])), EXIT_INVALID,
                 "conv"),
         BadCase("caffe", "blob data shorter than shape", _caffe(weights=_blob_with_wrong_data_count()),
-                EXIT_UNREADABLE, "stores 10 values"),
+                EXIT_INVALID, "stores 10 values"),
         BadCase("caffe", "bottom without producer",
                 _caffe(_proto_with('bottom: "conv" top: "conv" }', 'bottom: "ghost" top: "conv" }')),
                 EXIT_INVALID, "ghost"),

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nhwc_onnx.cli import cli  # noqa: E402
+from nhwc_onnx.cli import cli
 
 
 @pytest.fixture

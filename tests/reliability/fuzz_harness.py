@@ -6,6 +6,7 @@ crash: another exception, a case over its time limit, a leftover file, a missing
 
 Run as a script (the tests do, in a child process under a memory limit):
     python fuzz_harness.py FORMAT CASES SEED [--only N] [--save DIR]
+(FORMAT: onnx, onnx_ops, tf or caffe)
 prints one JSON object: counts per outcome and every crash with its replay number.
 """
 from __future__ import annotations
@@ -25,12 +26,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzz_cases import CaseFactory, FuzzCase  # noqa: E402
+from fuzz_cases import CaseFactory, FuzzCase
 
-from nhwc_onnx.api import convert  # noqa: E402
-from nhwc_onnx.errors import ConversionBugError, NhwcOnnxError  # noqa: E402
+from nhwc_onnx.api import convert
+from nhwc_onnx.errors import ConversionBugError, NhwcOnnxError
 
-CASE_SECONDS = 20.0  # one tiny model never needs this long: more is a hang
+CASE_SECONDS = 10.0  # one tiny model never needs this long: more is a hang
+CASE_MEGABYTES = 2560  # nor this much memory (a few-kB source with --weights random may
+# legitimately build ~600 MB of weights and peak near 2 GB); the first case that pushes the peak
+# past it is reported, and the child's RLIMIT_AS turns anything bigger into a MemoryError
 
 
 class CaseTimeout(BaseException):
@@ -76,28 +80,36 @@ def run_case(case: FuzzCase, fmt: str, work: Path) -> tuple[str, Crash | None]:
     output = out_dir / "out.onnx"
     signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
     try:
-        convert(src_dir / case.source, output, framework=fmt, options=options)
+        framework = "onnx" if fmt == "onnx_ops" else fmt
+        convert(src_dir / case.source, output, framework=framework, options=options)
         outcome = "converted"
     except NhwcOnnxError as exc:
         outcome = type(exc).__name__
         if isinstance(exc, ConversionBugError):  # allowed, but worth a report of its own
             lines = str(exc).splitlines()
             outcome = f"{outcome}: {' '.join(x.strip() for x in lines[:2])[:300]}"
-    except CaseTimeout:
-        return "crash", Crash(-1, "timeout", f"over {CASE_SECONDS} s", "", case.steps)
+    except CaseTimeout as exc:  # the alarm fires inside the running frame: it names the loop
+        return "crash", Crash(-1, "timeout", f"over {CASE_SECONDS} s",
+                              _innermost_project_frame(exc.__traceback__), case.steps)
     except Exception as exc:  # noqa: BLE001 - exactly what the fuzzer is looking for
         message = str(exc).splitlines()[0][:300] if str(exc) else ""
         return "crash", Crash(-1, type(exc).__name__, message,
                               _innermost_project_frame(exc.__traceback__), case.steps)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-    left = sorted(p.name for p in out_dir.iterdir())
-    expected = ["out.onnx"] if outcome == "converted" else []
+    left = {p.name for p in out_dir.iterdir()}
+    if outcome == "converted":
+        left -= {"out.onnx.data", "out.data"}  # large weights go to ONNX external data
+    expected = {"out.onnx"} if outcome == "converted" else set()
     if left != expected:
-        kind = "leftover" if len(left) > len(expected) else "no output"
-        return "crash", Crash(-1, kind, f"after {outcome}: output folder holds {left}", "",
-                              case.steps)
+        kind = "leftover" if left - expected else "no output"
+        return "crash", Crash(-1, kind, f"after {outcome}: output folder holds {sorted(left)}",
+                              "", case.steps)
     return outcome, None
+
+
+def _peak_mb() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
 def run_campaign(fmt: str, cases: int, seed: int, work: Path, only: int | None = None,
@@ -112,7 +124,11 @@ def run_campaign(fmt: str, cases: int, seed: int, work: Path, only: int | None =
         indices = [only] if only is not None else range(cases)
         for i in indices:
             case = factory.case(i)
+            peak_before = _peak_mb()
             outcome, crash = run_case(case, fmt, work)
+            if crash is None and peak_before <= CASE_MEGABYTES < _peak_mb():
+                crash = Crash(i, "memory", f"peak RSS {_peak_mb()} MB after {outcome}", "",
+                              case.steps)
             if outcome.startswith("ConversionBugError: "):
                 bugs.setdefault(outcome.partition(": ")[2], i)
                 outcome = "ConversionBugError"
@@ -133,13 +149,13 @@ def run_campaign(fmt: str, cases: int, seed: int, work: Path, only: int | None =
         "crashes": [asdict(c) | {"signature": c.signature} for c in crashes],
         "conversion_bugs": bugs,
         "seconds": round(time.perf_counter() - start, 2),
-        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        "max_rss_mb": _peak_mb(),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("format", choices=["onnx", "tf", "caffe"])
+    parser.add_argument("format", choices=["onnx", "onnx_ops", "tf", "caffe"])
     parser.add_argument("cases", type=int, nargs="?", default=1000)
     parser.add_argument("seed", type=int, nargs="?", default=0)
     parser.add_argument("--only", type=int)

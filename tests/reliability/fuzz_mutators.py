@@ -129,7 +129,7 @@ def _new_scalar(fd: FD, current, rng: random.Random, pool: list[str]):
         cur = bytes(current or b"")
         return rng.choice([b"", cur[: len(cur) // 2], cur + cur[:7], cur[1:],
                            bytes(rng.randrange(256) for _ in range(rng.randint(1, 9))),
-                           b"\xff" * 8, "NCHW".encode(), "SAME".encode()])
+                           b"\xff" * 8, b"NCHW", b"SAME"])
     if fd.type == FD.TYPE_ENUM:
         values = [v.number for v in fd.enum_type.values]
         return rng.choice(values + [max(values) + 1, -1])

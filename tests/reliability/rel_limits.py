@@ -22,24 +22,27 @@ def limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def child_env(**extra: str) -> dict[str, str]:
+def child_env(**extra: str | None) -> dict[str, str]:
+    """This process's environment plus ``extra`` (a None value removes the variable)."""
     env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    env.update(extra)
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
     return env
 
 
 def run_limited(args: list[str], timeout: float, cwd: Path | None = None,
-                **env: str) -> subprocess.CompletedProcess:
+                **env: str | None) -> subprocess.CompletedProcess:
     """``python ARGS`` in a child with the memory bound; raises TimeoutExpired on a hang."""
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, *args], check=False, capture_output=True, text=True,
                           timeout=timeout, preexec_fn=limit_memory, env=child_env(**env),
                           cwd=cwd)
 
 
-def run_cli_limited(args: list[str], timeout: float = 120, **env: str
+def run_cli_limited(args: list[str], timeout: float = 120, **env: str | None
                     ) -> subprocess.CompletedProcess:
     """The real ``nhwc-onnx`` command line (python -m nhwc_onnx.cli) under the bound."""
     return run_limited(["-m", "nhwc_onnx.cli", *[str(a) for a in args]], timeout, **env)

@@ -86,6 +86,10 @@ def _tf_node(graph, name: str, op: str, inputs: list[str], **attrs):
             node.attr[key].list.i.extend(value)
         elif isinstance(value, bool):
             node.attr[key].b = value
+        elif isinstance(value, float):
+            node.attr[key].f = value
+        elif isinstance(value, int):
+            node.attr[key].i = value
     return node
 
 
@@ -115,6 +119,58 @@ def tf_graphdef() -> tf_graph_pb2.GraphDef:
     return g
 
 
+def tf_zoo_graphdef() -> tf_graph_pb2.GraphDef:
+    """More op types for the fuzzer: FusedBatchNormV3, Relu6, DepthwiseConv2dNative, Pad,
+    MaxPool, ConcatV2, ResizeBilinear, SpaceToDepth, Mean, StridedSlice, MatMul, Softmax."""
+    rng = np.random.default_rng(14)
+    g = tf_graph_pb2.GraphDef()
+    x = g.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = TF_FLOAT
+    for d in (N, 8, 6, C):
+        x.attr["shape"].shape.dim.add(size=d)
+
+    def const(name, array):
+        _tf_const(g, name, np.asarray(array))
+
+    const("conv/w", rng.standard_normal((3, 3, C, 4)).astype(np.float32))
+    _tf_node(g, "conv", "Conv2D", ["x", "conv/w"], strides=[1, 1, 1, 1], padding="SAME",
+             data_format="NHWC")
+    for name, lo in (("scale", 0.5), ("offset", -0.5), ("mean", -0.5), ("var", 0.5)):
+        const(f"bn/{name}", rng.uniform(lo, lo + 1.0, 4).astype(np.float32))
+    bn = _tf_node(g, "bn", "FusedBatchNormV3", ["conv", "bn/scale", "bn/offset", "bn/mean",
+                                                 "bn/var"], epsilon=0.001, data_format="NHWC",
+                  is_training=False)
+    bn.attr["U"].type = TF_FLOAT
+    _tf_node(g, "relu6", "Relu6", ["bn"])
+    const("dw/w", rng.standard_normal((3, 3, 4, 1)).astype(np.float32))
+    _tf_node(g, "dw", "DepthwiseConv2dNative", ["relu6", "dw/w"], strides=[1, 1, 1, 1],
+             padding="SAME", data_format="NHWC")
+    const("pad/p", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))
+    pad = _tf_node(g, "pad", "Pad", ["dw", "pad/p"])
+    pad.attr["Tpaddings"].type = TF_INT32
+    _tf_node(g, "pool", "MaxPool", ["pad"], ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1],
+             padding="VALID", data_format="NHWC")
+    const("cat/axis", np.array(3, np.int32))
+    cat = _tf_node(g, "cat", "ConcatV2", ["relu6", "pool", "cat/axis"], N=2)
+    cat.attr["Tidx"].type = TF_INT32
+    const("up/size", np.array([16, 12], np.int32))
+    _tf_node(g, "up", "ResizeBilinear", ["cat", "up/size"], align_corners=False,
+             half_pixel_centers=True)
+    _tf_node(g, "s2d", "SpaceToDepth", ["up"], block_size=2, data_format="NHWC")
+    const("mean/axes", np.array([1, 2], np.int32))
+    mean = _tf_node(g, "mean", "Mean", ["s2d", "mean/axes"], keep_dims=False)
+    mean.attr["Tidx"].type = TF_INT32
+    for name, value in (("begin", [0, 0]), ("end", [N, 16]), ("strides", [1, 1])):
+        const(f"slice/{name}", np.array(value, np.int32))
+    sl = _tf_node(g, "slice", "StridedSlice", ["mean", "slice/begin", "slice/end",
+                                                "slice/strides"], begin_mask=0, end_mask=0)
+    sl.attr["Index"].type = TF_INT32
+    const("fc/w", rng.standard_normal((16, 5)).astype(np.float32))
+    _tf_node(g, "fc", "MatMul", ["slice", "fc/w"], transpose_a=False, transpose_b=False)
+    _tf_node(g, "y", "Softmax", ["fc"])
+    return g
+
+
 def tf_bytes() -> bytes:
     return tf_graphdef().SerializeToString()
 
@@ -140,6 +196,39 @@ layer {{ name: "fc" type: "InnerProduct" bottom: "pool" top: "fc"
   inner_product_param {{ num_output: 6 }} }}
 layer {{ name: "prob" type: "Softmax" bottom: "fc" top: "prob" }}
 """
+# More layer types for the fuzzer (converted with --weights random).
+CAFFE_ZOO_PROTOTXT = f"""\
+name: "rel_caffe_zoo"
+input: "data"
+input_shape {{ dim: {N} dim: {C} dim: 8 dim: 6 }}
+layer {{ name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param {{ num_output: 4 kernel_size: 3 pad: 1 bias_term: false }} }}
+layer {{ name: "bn1" type: "BatchNorm" bottom: "conv1" top: "conv1"
+  batch_norm_param {{ use_global_stats: true eps: 0.001 }} }}
+layer {{ name: "scale1" type: "Scale" bottom: "conv1" top: "conv1" scale_param {{ bias_term: true }} }}
+layer {{ name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }}
+layer {{ name: "dw" type: "Convolution" bottom: "conv1" top: "dw"
+  convolution_param {{ num_output: 4 group: 4 kernel_size: 3 pad: 1 }} }}
+layer {{ name: "prelu" type: "PReLU" bottom: "dw" top: "dw" }}
+layer {{ name: "sum" type: "Eltwise" bottom: "conv1" bottom: "dw" top: "sum"
+  eltwise_param {{ operation: SUM coeff: 1 coeff: -0.5 }} }}
+layer {{ name: "cat" type: "Concat" bottom: "conv1" bottom: "sum" top: "cat" concat_param {{ axis: 1 }} }}
+layer {{ name: "slice" type: "Slice" bottom: "cat" top: "s1" top: "s2"
+  slice_param {{ axis: 1 slice_point: 3 }} }}
+layer {{ name: "sig" type: "Sigmoid" bottom: "s1" top: "s1" }}
+layer {{ name: "pow" type: "Power" bottom: "s2" top: "s2" power_param {{ power: 2 scale: 0.5 shift: 1 }} }}
+layer {{ name: "cat2" type: "Concat" bottom: "s1" bottom: "s2" top: "cat2" }}
+layer {{ name: "up" type: "Deconvolution" bottom: "cat2" top: "up"
+  convolution_param {{ num_output: 4 kernel_size: 2 stride: 2 }} }}
+layer {{ name: "pool" type: "Pooling" bottom: "up" top: "pool"
+  pooling_param {{ pool: AVE kernel_size: 2 stride: 2 }} }}
+layer {{ name: "drop" type: "Dropout" bottom: "pool" top: "pool" dropout_param {{ dropout_ratio: 0.5 }} }}
+layer {{ name: "perm" type: "Permute" bottom: "pool" top: "perm" permute_param {{ order: 0 order: 2 order: 3 order: 1 }} }}
+layer {{ name: "flat" type: "Flatten" bottom: "perm" top: "flat" }}
+layer {{ name: "fc" type: "InnerProduct" bottom: "flat" top: "fc" inner_product_param {{ num_output: 5 }} }}
+layer {{ name: "prob" type: "Softmax" bottom: "fc" top: "prob" }}
+"""
+
 # Caffe pools in ceil mode: 7x5 -> 4x3, so the InnerProduct sees 4*4*3 = 48 values.
 CAFFE_FC_IN = 4 * 4 * 3
 

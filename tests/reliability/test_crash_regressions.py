@@ -12,7 +12,7 @@ import os
 import subprocess
 
 import pytest
-from crash_repro import ONNX_MALFORMED, REPROS, run
+from crash_repro import ONNX_MALFORMED, ONNX_MALFORMED_18, REPROS, run
 from rel_limits import HERE, run_limited
 from rel_models import write_source
 
@@ -57,13 +57,11 @@ def _assert_refused_as_user_error(outcome: dict) -> None:
     assert outcome["outcome"] in _project_error_names() - {"ConversionBugError"}, outcome
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #1")
 def test_crash1_onnx_node_name_not_utf8(tmp_path):
     exc = _in_process("onnx_node_name_not_utf8", tmp_path)
     assert isinstance(exc, NhwcOnnxError), repr(exc)
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #2")
 def test_crash2_onnx_op_type_not_utf8(tmp_path):
     exc = _in_process("onnx_op_type_not_utf8", tmp_path)
     assert isinstance(exc, NhwcOnnxError), repr(exc)
@@ -109,7 +107,6 @@ def test_crash6_disk_full_while_writing_is_a_project_error(tmp_path, monkeypatch
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #7")
 def test_crash7_onnx_range_of_2_pow_40_is_refused_quickly():
     outcome = _in_child("onnx_range_2_pow_40", timeout=60)
     _assert_refused_as_user_error(outcome)
@@ -117,7 +114,6 @@ def test_crash7_onnx_range_of_2_pow_40_is_refused_quickly():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #8")
 def test_crash8_onnx_resize_by_a_million_is_refused_quickly():
     outcome = _in_child("onnx_resize_scale_1e6", timeout=15)
     _assert_refused_as_user_error(outcome)
@@ -128,13 +124,11 @@ def test_crash9_caffe_random_weights_have_a_size_limit(name):
     _assert_refused_as_user_error(_in_child(name, timeout=60))
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #10")
 def test_crash10_onnx_pool_stride_zero_blames_the_model(tmp_path):
     exc = _in_process("onnx_pool_stride_zero", tmp_path)
     assert isinstance(exc, NhwcOnnxError) and not isinstance(exc, ConversionBugError), repr(exc)
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #11")
 def test_crash11_onnx_conv_with_two_outputs_blames_the_model(tmp_path):
     exc = _in_process("onnx_conv_two_outputs", tmp_path)
     assert isinstance(exc, NhwcOnnxError) and not isinstance(exc, ConversionBugError), repr(exc)
@@ -145,21 +139,68 @@ def test_crash12_tf_int16_input_is_unsupported_not_a_bug(tmp_path):
     assert isinstance(exc, NhwcOnnxError) and not isinstance(exc, ConversionBugError), repr(exc)
 
 
+def test_crash12_tf_resize_to_size_zero_is_refused_not_a_bug(tmp_path):
+    exc = _in_process("tf_resize_to_size_zero", tmp_path)
+    assert isinstance(exc, NhwcOnnxError) and not isinstance(exc, ConversionBugError), repr(exc)
+
+
+def test_crash17_tf_concat_without_inputs(tmp_path):
+    exc = _in_process("tf_concat_without_inputs", tmp_path)
+    assert isinstance(exc, NhwcOnnxError), repr(exc)
+
+
 def test_crash14_tf_pbtxt_nested_too_deeply(tmp_path):
     exc = _in_process("tf_pbtxt_nested_too_deeply", tmp_path)
     assert isinstance(exc, NhwcOnnxError), repr(exc)
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #15")
-@pytest.mark.parametrize("name", sorted(ONNX_MALFORMED))
+@pytest.mark.parametrize("name", sorted(set(ONNX_MALFORMED) - set(ONNX_MALFORMED_18)))
 def test_crash15_malformed_onnx_node_blames_the_model(name, tmp_path):
     exc = _in_process(f"onnx_malformed_{name}", tmp_path)
     assert isinstance(exc, NhwcOnnxError) and not isinstance(exc, ConversionBugError), repr(exc)
 
 
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #16")
+@pytest.mark.parametrize("name", sorted(ONNX_MALFORMED_18))
+def test_crash18_malformed_onnx_node_blames_the_model(name, tmp_path):
+    exc = _in_process(f"onnx_malformed_{name}", tmp_path)
+    assert isinstance(exc, NhwcOnnxError) and not isinstance(exc, ConversionBugError), repr(exc)
+
+
 def test_crash16_onnx_avgpool_pads_2_pow_40_is_refused_without_allocating():
     _assert_refused_as_user_error(_in_child("onnx_avgpool_pads_2_pow_40", timeout=60))
+
+
+@pytest.mark.slow
+def test_crash19_onnx_tile_by_2_pow_20_converts_or_refuses_quickly():
+    outcome = _in_child("onnx_tile_by_2_pow_20", timeout=20)
+    assert outcome["outcome"] not in ("timeout", "ConversionBugError"), outcome
+    assert outcome["outcome"] == "converted" or outcome["outcome"] in _project_error_names(), \
+        outcome
+
+
+def test_crash20_onnx_range_with_an_empty_start(tmp_path):
+    exc = _in_process("onnx_range_with_an_empty_start", tmp_path)
+    assert isinstance(exc, NhwcOnnxError), repr(exc)
+
+
+@pytest.mark.parametrize("name", ["tf_pad_with_one_padding_value",
+                                  "tf_argmin_with_a_tensor_dimension",
+                                  "tf_fill_with_a_tensor_value"])
+def test_crash21_tf_malformed_constant_inputs(name, tmp_path):
+    exc = _in_process(name, tmp_path)
+    assert isinstance(exc, NhwcOnnxError), repr(exc)
+
+
+def test_crash22_onnx_maxpool_kernel_2_pow_40_is_refused_without_allocating():
+    _assert_refused_as_user_error(_in_child("onnx_maxpool_kernel_2_pow_40_same", timeout=60))
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="CRASHES.md #23")
+def test_crash23_onnx_constant_declared_2_pow_40_does_not_eat_memory():
+    outcome = _in_child("onnx_expanded_space_to_depth_area_2_pow_40", timeout=60)
+    assert outcome["outcome"] in _project_error_names(), outcome
+    assert outcome["peak_mb"] < 1024, outcome
 
 
 def test_every_reproduction_is_covered_by_a_test():

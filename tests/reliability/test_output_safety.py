@@ -3,15 +3,16 @@ success, leave no temp file behind whatever happens."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import onnx
 import pytest
 from conftest import assert_clean_failure, folder_listing
 from rel_models import write_source
 
-import nhwc_onnx.serialize.writer as writer
 from nhwc_onnx.api import convert
 from nhwc_onnx.errors import EXIT_INVALID, EXIT_UNREADABLE, OutputPathError
+from nhwc_onnx.serialize import writer
 
 FORMATS = ["onnx", "tf", "caffe"]
 
@@ -49,10 +50,10 @@ def test_output_naming_the_source_another_way_is_refused(spelling, tmp_path, mon
 def test_output_equal_to_the_caffe_weights_is_refused(tmp_path, run_cli):
     source, extra = write_source(tmp_path, "caffe")
     weights = extra[1]
-    before = open(weights, "rb").read()
+    before = Path(weights).read_bytes()
     result = run_cli("convert", source, "--weights", weights, "-o", weights)
     assert result.exit_code == EXIT_INVALID and "overwrite the input" in result.stderr
-    assert open(weights, "rb").read() == before
+    assert Path(weights).read_bytes() == before
 
 
 def test_output_that_is_a_directory_is_refused(tmp_path):
@@ -159,3 +160,20 @@ def test_failed_cli_conversion_leaves_the_folder_as_it_was(fmt, tmp_path, run_cl
     result = run_cli("convert", source, "-o", out_dir / "m.onnx", *extra)
     assert_clean_failure(result, result.exit_code, "", out_dir)
     assert result.exit_code in (EXIT_INVALID, EXIT_UNREADABLE)
+
+
+def test_batch_mode_never_overwrites_a_source_or_another_output(tmp_path, run_cli):
+    """Several sources into one folder: same-named sources get distinct outputs, a source in the
+    output folder is not overwritten, a broken source leaves nothing."""
+    first, _ = write_source(tmp_path / "a", "onnx")
+    second, _ = write_source(tmp_path / "b", "onnx")
+    broken = tmp_path / "b" / "broken.onnx"
+    broken.write_bytes(second.read_bytes()[:100])
+    before = first.read_bytes()
+    result = run_cli("convert", first, second, broken, "--output-dir", tmp_path / "a")
+    assert result.exit_code != 0  # two of the three fail
+    assert "Traceback" not in result.output + result.stderr
+    assert first.read_bytes() == before  # refused: it would overwrite its own source
+    outputs = sorted(set(folder_listing(tmp_path / "a")) - {"model.onnx"})
+    assert len(outputs) == 1  # the second model, under a new name; nothing from the broken one
+    assert any(n.domain == "nhwc" for n in onnx.load(str(tmp_path / "a" / outputs[0])).graph.node)

@@ -55,6 +55,7 @@ class NodeCtx:
         self.version = version
         self.attrs = attribute_values(proto)
         self.read_attrs: set[str] = set()
+        self.emitted: list[Node] = []  # core nodes this ONNX node became, for the checks
 
     # -- reading ----------------------------------------------------------------------------
     @property
@@ -158,6 +159,7 @@ class NodeCtx:
         clean = {k: v for k, v in (attrs or {}).items() if v is not None}
         node = Node(op, list(inputs), outs, clean, node_name, CORE, doc=self.op)
         graph.add_node(node)
+        self.emitted.append(node)
         return node
 
     def tmp(self, hint: str, dtype: str = "float32") -> Value:
@@ -173,3 +175,33 @@ class NodeCtx:
 
 def ints(values: Any) -> list[int]:
     return [int(v) for v in np.asarray(values).reshape(-1)]
+
+
+def flag(ctx: NodeCtx, name: str, default: int) -> int:
+    """A 0/1 attribute (keepdims, allowzero): any other value is a broken model."""
+    value = int(ctx.attr(name, default))
+    if value not in (0, 1):
+        raise InvalidAttributeError(f"node '{ctx.name}' ({ctx.op}): {name} must be 0 or 1, "
+                                    f"found {value}")
+    return value
+
+
+def check_shape_input(ctx: NodeCtx, index: int, what: str, lowest: int) -> None:
+    """A shape-like input (Reshape/Expand target, ConstantOfShape dims, Tile repeats) must be a
+    1-D integer tensor with entries >= ``lowest``; checked as far as it is known here."""
+    name = ctx.proto.input[index]
+    value = ctx.const(index)
+    folder = ctx.importer.folder
+    if value is not None:
+        dtype = str(value.dtype)
+    else:
+        dtype = folder.dtypes.get(name) if folder is not None else None
+    where = f"node '{ctx.name}' ({ctx.op}): {what} '{name}'"
+    if dtype is not None and np.dtype(dtype).kind not in "iu":
+        raise InvalidAttributeError(f"{where} has element type {dtype}; it must be integer")
+    shape = tuple(value.shape) if value is not None else ctx.importer.known_rank_shape(name)
+    if shape is not None and len(shape) != 1:
+        raise InvalidAttributeError(f"{where} has rank {len(shape)}; it must be 1-D")
+    if value is not None and value.size and int(np.min(value)) < lowest:
+        raise InvalidAttributeError(
+            f"{where} is {ints(value)}; entries must be >= {lowest}")

@@ -109,7 +109,10 @@ class ShapeFolder:
             for d in shape:
                 dims.add().dim_value = int(d)
         try:
-            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+            if _data_propagation_is_bounded(inferred.graph):
+                inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False,
+                                                             data_prop=True)
         except Exception:  # noqa: BLE001 - inference is a help, not a requirement
             return
         g = inferred.graph
@@ -200,6 +203,22 @@ class ShapeFolder:
         return [next(full) if n else None for n in node.output]
 
 
+def _data_propagation_is_bounded(graph: onnx.GraphProto) -> bool:
+    """ONNX's data propagation materialises every Range it can compute (Range(0, 2^40) takes
+    minutes and terabytes): allow it only when each Range's length is known and small."""
+    ranges = [n.output[0] for n in graph.node if n.op_type == "Range" and n.output]
+    if not ranges:
+        return True
+    lengths = {}
+    for info in list(graph.value_info) + list(graph.output):
+        tt = info.type.tensor_type
+        if info.name in ranges and tt.HasField("shape") and len(tt.shape.dim) == 1:
+            dim = tt.shape.dim[0]
+            lengths[info.name] = dim.dim_value if dim.HasField("dim_value") else None
+    return all(lengths.get(name) is not None and lengths[name] <= MAX_FOLD_ELEMENTS
+               for name in ranges)
+
+
 def _predicted_size(node: onnx.NodeProto, feeds: dict[str, np.ndarray]) -> float:
     """Output element count of ops that can blow up small inputs (0 when not predictable)."""
     ins = [feeds.get(i) for i in node.input]
@@ -211,6 +230,6 @@ def _predicted_size(node: onnx.NodeProto, feeds: dict[str, np.ndarray]) -> float
         if node.op_type == "Range" and len(ins) == 3 and all(v is not None for v in ins):
             start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in ins)
             return abs((limit - start) / delta) if delta else float("inf")
-    except (ValueError, TypeError, OverflowError):
+    except (ValueError, TypeError, OverflowError, IndexError):
         return float("inf")
     return 0.0

@@ -8,12 +8,25 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ...errors import InvalidModelError, NhwcOnnxError, NodeProblem, UnsupportedOpError
-from ...ir import NCHW, Graph, Model, Value
+from ...errors import (
+    InvalidAttributeError,
+    InvalidModelError,
+    NhwcOnnxError,
+    NodeProblem,
+    UnsupportedOpError,
+)
+from ...ir import CORE, NCHW, Graph, Model, Value
+from ...schemas.base import CORE_OPS, check_attr_value
 from ..base import FrontendOptions, OpRegistry
 from .context import NodeCtx, Refused
 from .folding import ShapeFolder
-from .structure import check_structure, node_names, opset_versions, topological_order
+from .structure import (
+    check_arity,
+    check_structure,
+    node_names,
+    opset_versions,
+    topological_order,
+)
 
 MAX_ELEMENTS = 1 << 31  # a graph input larger than this is an absurd shape, not a model
 
@@ -64,6 +77,7 @@ class OnnxImporter:
         self._read_constants(g)
         inputs = self._graph_inputs(g)
         names = node_names(order)
+        check_arity(order, names, self.opsets.get("", 0))  # ONNX inference reads them all
         self.used_names = {i for n in selected for i in n.input if i} | set(self._output_names())
         self.folder = ShapeFolder(self.proto, self.consts, {v.name: v.shape for v in inputs},
                                   self.opsets)
@@ -203,6 +217,7 @@ class OnnxImporter:
                 converter: Callable = self.registry.get(node.op_type).fn
                 ctx = NodeCtx(self, node, name, version)
                 converter(ctx)
+                _check_emitted_attributes(ctx.emitted, name, node.op_type)
                 unread = ctx.unread_attributes()
                 if unread:
                     raise Refused(f"attribute(s) {unread} are not supported by this converter")
@@ -242,6 +257,21 @@ class OnnxImporter:
             return int(onnx.defs.get_schema(node.op_type, opset, "").since_version)
         except Exception as exc:  # onnx raises its own SchemaError type
             raise Refused(f"op '{node.op_type}' does not exist in ONNX opset {opset}") from exc
+
+
+def _check_emitted_attributes(nodes, name: str, op: str) -> None:
+    """The core schemas' attribute rules, applied right after conversion: a value no core op
+    accepts (transA = 2, a mode outside the list) came from the source node, so the source
+    node is named, instead of the final dialect check calling it a bug of nhwc-onnx."""
+    for node in nodes:
+        schema = CORE_OPS.get(node.op) if node.domain == CORE else None
+        if schema is None:
+            continue
+        for attr_name, value in node.attrs.items():
+            spec = schema.attrs.get(attr_name)
+            reason = check_attr_value(attr_name, spec, value) if spec is not None else None
+            if reason is not None:
+                raise InvalidAttributeError(f"node '{name}' ({op}): {reason}")
 
 
 def _type_of(proto: onnx.ValueInfoProto) -> tuple[str, tuple | None]:

@@ -15,6 +15,7 @@ from onnx import TensorProto
 from ...errors import InvalidModelError, ModelLoadError
 
 # First bytes of formats people mistake for ONNX: say what the file is instead of "cannot parse".
+_MAX_GRAPH_NESTING = 64  # If/Loop bodies inside bodies; deeper is a corrupt or hostile file
 _FOREIGN_MAGIC = {
     b"PK\x03\x04": "a ZIP archive (Keras .keras / TF SavedModel bundle?)",
     b"\x89HDF": "an HDF5 file (Keras .h5?)",
@@ -55,7 +56,42 @@ def parse_model_bytes(data: bytes, label: str = "<bytes>") -> onnx.ModelProto:
         )
     if not model.graph.node and not model.graph.output:
         raise ModelLoadError(f"'{label}' holds an empty ONNX graph")
+    _check_text(model, label)
     return model
+
+
+def _check_text(model: onnx.ModelProto, label: str) -> None:
+    """Protobuf hands string fields that are not UTF-8 to Python as ``bytes``: a corrupt file.
+    Refuse them here, before any of them reaches a name, a message or the writer."""
+
+    def text(value, what: str) -> None:
+        if isinstance(value, bytes):
+            raise ModelLoadError(
+                f"'{label}': {what} {value!r} is not UTF-8 text (corrupt file?)")
+
+    for imp in model.opset_import:
+        text(imp.domain, "an opset import domain")
+    graphs = [(model.graph, 0)]
+    while graphs:
+        graph, depth = graphs.pop()
+        if depth > _MAX_GRAPH_NESTING:
+            raise ModelLoadError(f"'{label}' nests subgraphs more than {_MAX_GRAPH_NESTING} deep")
+        text(graph.name, "a graph name")
+        for info in list(graph.input) + list(graph.output) + list(graph.value_info):
+            text(info.name, "a value name")
+        for init in graph.initializer:
+            text(init.name, "an initializer name")
+        for node in graph.node:
+            for what, value in (("a node name", node.name), ("an op type", node.op_type),
+                                ("an operator domain", node.domain)):
+                text(value, what)
+            for name in list(node.input) + list(node.output):
+                text(name, f"a tensor name of node '{node.name}'")
+            for attr in node.attribute:
+                text(attr.name, f"an attribute name of node '{node.name}'")
+                if attr.HasField("g"):
+                    graphs.append((attr.g, depth + 1))
+                graphs.extend((g, depth + 1) for g in attr.graphs)
 
 
 def _short(exc: Exception) -> str:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .context import NodeCtx
+from ...errors import InvalidAttributeError, InvalidModelError
+from .context import NodeCtx, flag
 from .registry import REGISTRY
 
 _UNARY = ("Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Sqrt", "Reciprocal", "Exp", "Log",
@@ -167,10 +168,17 @@ def where(ctx: NodeCtx) -> None:
 def softmax(ctx: NodeCtx) -> None:
     """Softmax along one axis; before opset 13 the input is coerced to 2-D at ``axis``."""
     x = ctx.require_input(0, "X")
-    if ctx.version >= 13:
-        ctx.emit(ctx.op, [x], {"axis": int(ctx.attr("axis", -1))})
-        return
     rank = ctx.rank(0)
+    if rank == 0:
+        raise InvalidModelError(f"node '{ctx.name}' ({ctx.op}): the input is a scalar; "
+                                "softmax needs an axis (rank >= 1)")
+    if ctx.version >= 13:
+        axis = int(ctx.attr("axis", -1))
+        if rank is not None and not -rank <= axis < rank:
+            raise InvalidAttributeError(
+                f"node '{ctx.name}' ({ctx.op}): axis {axis} is out of range for rank {rank}")
+        ctx.emit(ctx.op, [x], {"axis": axis})
+        return
     if rank is None:
         ctx.refuse("the input's rank is unknown (needed for the pre-13 2-D coercion)")
     axis = int(ctx.attr("axis", 1))
@@ -205,5 +213,5 @@ def gemm(ctx: NodeCtx) -> None:
     """alpha * A' B' + beta * C."""
     ctx.attr("broadcast")  # before opset 7: C broadcasts one way, as numpy does for valid C
     attrs = {"alpha": float(ctx.attr("alpha", 1.0)), "beta": float(ctx.attr("beta", 1.0)),
-             "transA": int(ctx.attr("transA", 0)), "transB": int(ctx.attr("transB", 0))}
+             "transA": flag(ctx, "transA", 0), "transB": flag(ctx, "transB", 0)}
     ctx.emit("Gemm", [ctx.require_input(0, "A"), ctx.require_input(1, "B"), ctx.input(2)], attrs)

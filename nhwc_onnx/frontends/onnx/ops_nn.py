@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import InvalidAttributeError
 from .context import NodeCtx, ints
 from .registry import REGISTRY
 
+MAX_WINDOW = (1 << 31) - 1  # kernel/stride/dilation values beyond int32 are no real model
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
@@ -28,6 +30,34 @@ def _spatial(ctx: NodeCtx, name: str, default: list[int]) -> list[int]:
     return value
 
 
+def _positive(ctx: NodeCtx, name: str, default: list[int]) -> list[int]:
+    """Strides, dilations and kernel sizes of 0 or less are a broken model, not a refusal."""
+    value = _spatial(ctx, name, default)
+    if any(v < 1 for v in value):
+        raise InvalidAttributeError(
+            f"node '{ctx.name}' ({ctx.op}): {name} {value} must all be >= 1")
+    if any(v > MAX_WINDOW for v in value):
+        raise InvalidAttributeError(
+            f"node '{ctx.name}' ({ctx.op}): {name} {value} exceed {MAX_WINDOW}; refused as "
+            "absurd")
+    return value
+
+
+def _group(ctx: NodeCtx) -> int:
+    group = int(ctx.attr("group", 1))
+    if group < 1:
+        raise InvalidAttributeError(f"node '{ctx.name}' ({ctx.op}): group {group} must be >= 1")
+    return group
+
+
+def _blocksize(ctx: NodeCtx) -> int:
+    size = ctx.attr("blocksize")
+    if size is None or int(size) < 1:
+        raise InvalidAttributeError(
+            f"node '{ctx.name}' ({ctx.op}): blocksize must be given and >= 1, found {size}")
+    return int(size)
+
+
 def _auto_pad(ctx: NodeCtx) -> str:
     mode = ctx.attr("auto_pad", "NOTSET") or "NOTSET"
     if mode not in _AUTO_PADS:
@@ -46,11 +76,15 @@ def _pads(ctx: NodeCtx, mode: str) -> list[int] | None:
 
 def _kernel(ctx: NodeCtx) -> list[int]:
     if ctx.attr("kernel_shape") is not None:
-        return _spatial(ctx, "kernel_shape", [1, 1])
+        return _positive(ctx, "kernel_shape", [1, 1])
     wshape = ctx.shape(1)
     if wshape is None or len(wshape) != 4:
         ctx.refuse("kernel_shape is absent and the weight's shape is unknown")
-    return [int(wshape[2]), int(wshape[3])]
+    kernel = [int(wshape[2]), int(wshape[3])]
+    if min(kernel) < 1:
+        raise InvalidAttributeError(
+            f"node '{ctx.name}' ({ctx.op}): the weight's kernel {kernel} is empty")
+    return kernel
 
 
 @REGISTRY.register("Conv")
@@ -59,8 +93,8 @@ def conv(ctx: NodeCtx) -> None:
     _require_2d(ctx)
     mode = _auto_pad(ctx)
     attrs = {
-        "kernel_shape": _kernel(ctx), "strides": _spatial(ctx, "strides", [1, 1]),
-        "dilations": _spatial(ctx, "dilations", [1, 1]), "group": int(ctx.attr("group", 1)),
+        "kernel_shape": _kernel(ctx), "strides": _positive(ctx, "strides", [1, 1]),
+        "dilations": _positive(ctx, "dilations", [1, 1]), "group": _group(ctx),
         "pads": _pads(ctx, mode), "auto_pad": mode, "data_format": "NCHW",
         "weight_layout": "OIHW",
     }
@@ -73,12 +107,15 @@ def conv_transpose(ctx: NodeCtx) -> None:
     _require_2d(ctx)
     mode = _auto_pad(ctx)
     kernel = _kernel(ctx)
-    strides = _spatial(ctx, "strides", [1, 1])
-    dilations = _spatial(ctx, "dilations", [1, 1])
+    strides = _positive(ctx, "strides", [1, 1])
+    dilations = _positive(ctx, "dilations", [1, 1])
     out_pad = _spatial(ctx, "output_padding", [0, 0])
+    if any(p < 0 for p in out_pad):
+        raise InvalidAttributeError(
+            f"node '{ctx.name}' ({ctx.op}): output_padding {out_pad} must be >= 0")
     attrs = {
         "kernel_shape": kernel, "strides": strides, "dilations": dilations,
-        "group": int(ctx.attr("group", 1)), "output_padding": out_pad, "auto_pad": mode,
+        "group": _group(ctx), "output_padding": out_pad, "auto_pad": mode,
         "data_format": "NCHW", "weight_layout": "IOHW",
     }
     output_shape = ctx.attr("output_shape")
@@ -126,8 +163,8 @@ def _pool_attrs(ctx: NodeCtx) -> dict:
     if kernel is None:
         ctx.refuse("kernel_shape is required")
     return {
-        "kernel_shape": _spatial(ctx, "kernel_shape", [1, 1]),
-        "strides": _spatial(ctx, "strides", [1, 1]), "pads": _pads(ctx, mode),
+        "kernel_shape": _positive(ctx, "kernel_shape", [1, 1]),
+        "strides": _positive(ctx, "strides", [1, 1]), "pads": _pads(ctx, mode),
         "auto_pad": mode, "ceil_mode": int(ctx.attr("ceil_mode", 0)), "data_format": "NCHW",
     }
 
@@ -138,7 +175,7 @@ def max_pool(ctx: NodeCtx) -> None:
     if len(ctx.proto.output) > 1 and ctx.proto.output[1] and ctx.is_used(ctx.proto.output[1]):
         ctx.refuse("the Indices output is not supported")
     attrs = _pool_attrs(ctx)
-    attrs["dilations"] = _spatial(ctx, "dilations", [1, 1])
+    attrs["dilations"] = _positive(ctx, "dilations", [1, 1])
     ctx.emit("MaxPool", [ctx.require_input(0, "X")], attrs, outputs=[ctx.output(0)])
 
 
@@ -146,7 +183,7 @@ def max_pool(ctx: NodeCtx) -> None:
 def average_pool(ctx: NodeCtx) -> None:
     """2-D average pooling (count_include_pad and ceil_mode kept)."""
     attrs = _pool_attrs(ctx)
-    if _spatial(ctx, "dilations", [1, 1]) != [1, 1]:
+    if _positive(ctx, "dilations", [1, 1]) != [1, 1]:
         ctx.refuse("dilated average pooling is not supported")
     attrs["count_include_pad"] = int(ctx.attr("count_include_pad", 0))
     ctx.emit("AveragePool", [ctx.require_input(0, "X")], attrs)
@@ -183,7 +220,7 @@ def space_to_depth(ctx: NodeCtx) -> None:
     if ctx.attr("mode", "DCR") != "DCR":
         ctx.refuse(f"mode '{ctx.attr('mode')}' is not supported (DCR is)")
     ctx.emit("SpaceToDepth", [ctx.require_input(0, "X")],
-             {"blocksize": int(ctx.attr("blocksize", 0)), "data_format": "NCHW"})
+             {"blocksize": _blocksize(ctx), "data_format": "NCHW"})
 
 
 @REGISTRY.register("DepthToSpace")
@@ -194,7 +231,7 @@ def depth_to_space(ctx: NodeCtx) -> None:
     if mode not in ("DCR", "CRD"):
         ctx.refuse(f"mode '{mode}' is not DCR or CRD")
     ctx.emit("DepthToSpace", [ctx.require_input(0, "X")],
-             {"blocksize": int(ctx.attr("blocksize", 0)), "mode": mode, "data_format": "NCHW"})
+             {"blocksize": _blocksize(ctx), "mode": mode, "data_format": "NCHW"})
 
 
 @REGISTRY.register("LRN")

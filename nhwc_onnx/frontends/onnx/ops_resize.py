@@ -6,8 +6,11 @@ scale below 1 there is ambiguous and refused.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ...errors import InvalidAttributeError
 from .context import NodeCtx, ints
 from .registry import REGISTRY
 
@@ -28,7 +31,7 @@ def _mode(ctx: NodeCtx) -> str:
 def _legacy(ctx: NodeCtx, scales) -> None:
     """Upsample / Resize-10: asymmetric coordinates, floor for nearest."""
     mode = _mode(ctx)
-    scales = [float(s) for s in np.asarray(scales, dtype=np.float64).reshape(-1)]
+    scales = _checked_scales(ctx, scales)
     attrs = {"mode": mode, "scales": scales, "coordinate_transformation_mode": "asymmetric"}
     if mode == "nearest":
         if any(s < 1 for s in scales):
@@ -82,10 +85,27 @@ def resize(ctx: NodeCtx) -> None:
         attrs["nearest_mode"] = nearest
     axes = ctx.attr("axes")
     if scales is not None:
-        attrs["scales"] = _full_rank(ctx, [float(s) for s in scales.reshape(-1)], axes, None)
+        attrs["scales"] = _full_rank(ctx, _checked_scales(ctx, scales), axes, None)
     else:
-        attrs["sizes"] = _full_rank(ctx, ints(sizes), axes, ctx.shape(0))
+        sizes = ints(sizes)
+        if any(d < 1 for d in sizes):
+            raise InvalidAttributeError(
+                f"node '{ctx.name}' ({ctx.op}): output sizes {sizes} must all be >= 1")
+        attrs["sizes"] = _full_rank(ctx, sizes, axes, ctx.shape(0))
     ctx.emit("Resize", [ctx.require_input(0, "X")], attrs)
+
+
+def _checked_scales(ctx: NodeCtx, scales) -> list[float]:
+    """Scales as floats; zero, negative, infinite or NaN scales are a broken model."""
+    try:
+        values = [float(s) for s in np.asarray(scales, dtype=np.float64).reshape(-1)]
+    except (TypeError, ValueError):
+        raise InvalidAttributeError(
+            f"node '{ctx.name}' ({ctx.op}): scales are not numbers") from None
+    if not values or any(not math.isfinite(s) or s <= 0 for s in values):
+        raise InvalidAttributeError(
+            f"node '{ctx.name}' ({ctx.op}): scales {values} must be finite and > 0")
+    return values
 
 
 def _full_rank(ctx: NodeCtx, values: list, axes, shape) -> list:

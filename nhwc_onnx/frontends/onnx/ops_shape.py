@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from .context import NodeCtx
+from .context import NodeCtx, check_shape_input
 from .registry import REGISTRY
 
 _CASTABLE = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
@@ -58,7 +58,9 @@ def constant_of_shape(ctx: NodeCtx) -> None:
     value = ctx.attr("value")
     if value is None:
         value = np.zeros((1,), dtype=np.float32)
-    ctx.emit("ConstantOfShape", [ctx.require_input(0, "shape")], {"value": np.asarray(value)})
+    shape = ctx.require_input(0, "shape")
+    check_shape_input(ctx, 0, "shape", lowest=0)
+    ctx.emit("ConstantOfShape", [shape], {"value": np.asarray(value)})
 
 
 @REGISTRY.register("Range")
@@ -73,4 +75,7 @@ def expand(ctx: NodeCtx) -> None:
     """Broadcast to a shape / repeat along axes (shape and repeats stay inputs)."""
     if ctx.op == "Tile" and ctx.version < 6:
         ctx.refuse("Tile before opset 6 (tiles + axis inputs) is not supported")
-    ctx.emit(ctx.op, [ctx.require_input(0, "input"), ctx.require_input(1, "shape")])
+    what = "repeats" if ctx.op == "Tile" else "shape"
+    inputs = [ctx.require_input(0, "input"), ctx.require_input(1, what)]
+    check_shape_input(ctx, 1, what, lowest=0)
+    ctx.emit(ctx.op, inputs)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .context import NodeCtx, ints
+from ...errors import InvalidAttributeError
+from .context import NodeCtx, check_shape_input, flag, ints
 from .registry import REGISTRY
 
 
@@ -24,7 +25,8 @@ def reshape(ctx: NodeCtx) -> None:
         target = ctx.constant(np.array(ints(shape), dtype=np.int64), "shape")
     else:
         target = ctx.require_input(1, "shape")
-    ctx.emit("Reshape", [x, target], {"allowzero": int(ctx.attr("allowzero", 0))})
+        check_shape_input(ctx, 1, "shape", lowest=-1)
+    ctx.emit("Reshape", [x, target], {"allowzero": flag(ctx, "allowzero", 0)})
 
 
 def _axes(ctx: NodeCtx, since_input: int, index: int = 1) -> list[int] | None:
@@ -108,9 +110,21 @@ def split(ctx: NodeCtx) -> None:
             ctx.refuse(f"dimension {dim} does not split into {parts} equal parts")
     if len(sizes) != len(outputs):
         ctx.refuse(f"{len(sizes)} split sizes for {len(outputs)} outputs")
+    _check_split_sizes(ctx, sizes, axis)
     values = [ctx.output(i) if name else ctx.tmp(f"unused{i}") for i, name in enumerate(outputs)]
     ctx.emit("Split", [ctx.require_input(0, "input")], {"axis": axis, "split": sizes},
              outputs=values)
+
+
+def _check_split_sizes(ctx: NodeCtx, sizes: list[int], axis: int) -> None:
+    if any(s < 0 for s in sizes):
+        raise InvalidAttributeError(
+            f"node '{ctx.name}' ({ctx.op}): split sizes {sizes} must not be negative")
+    shape = ctx.shape(0)
+    if shape is not None and -len(shape) <= axis < len(shape) and sum(sizes) != shape[axis]:
+        raise InvalidAttributeError(
+            f"node '{ctx.name}' ({ctx.op}): split sizes {sizes} do not add up to the "
+            f"dimension {shape[axis]} of axis {axis}")
 
 
 @REGISTRY.register("Slice")
@@ -192,6 +206,16 @@ def _reduce_axes(ctx: NodeCtx) -> list[int] | None:
     axes = _axes(ctx, _REDUCE_AXES_INPUT.get(ctx.op, 18))
     if axes is not None and len(axes) == 0:
         axes = None
+    rank = ctx.rank(0)
+    if axes is not None and rank is not None:
+        if any(not -rank <= a < rank for a in axes):
+            raise InvalidAttributeError(
+                f"node '{ctx.name}' ({ctx.op}): axes {axes} are out of range for rank {rank}")
+        if len({a % rank for a in axes}) != len(axes):
+            raise InvalidAttributeError(
+                f"node '{ctx.name}' ({ctx.op}): axes {axes} name an axis twice")
+    elif axes is not None and len(set(axes)) != len(axes):
+        raise InvalidAttributeError(f"node '{ctx.name}' ({ctx.op}): axes {axes} repeat an axis")
     return axes
 
 
@@ -200,7 +224,7 @@ def _reduce_axes(ctx: NodeCtx) -> list[int] | None:
 def reduce(ctx: NodeCtx) -> None:
     """Reductions; L1/L2/SumSquare/LogSum/LogSumExp are written with core elementwise ops."""
     axes = _reduce_axes(ctx)
-    keepdims = int(ctx.attr("keepdims", 1))
+    keepdims = flag(ctx, "keepdims", 1)
     x = ctx.require_input(0, "data")
     noop_when_empty = int(ctx.attr("noop_with_empty_axes", 0))
     if axes is None and noop_when_empty:
@@ -246,7 +270,7 @@ def argmax(ctx: NodeCtx) -> None:
     if int(ctx.attr("select_last_index", 0)):
         ctx.refuse("select_last_index=1 is not supported")
     ctx.emit("ArgMax", [ctx.require_input(0, "data")],
-             {"axis": int(ctx.attr("axis", 0)), "keepdims": int(ctx.attr("keepdims", 1))})
+             {"axis": int(ctx.attr("axis", 0)), "keepdims": flag(ctx, "keepdims", 1)})
 
 
 @REGISTRY.register("Constant")

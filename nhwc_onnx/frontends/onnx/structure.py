@@ -7,12 +7,18 @@ import onnx
 
 from ...errors import InvalidModelError
 
+MAX_OPSET = 1 << 16  # ONNX is at opset 2x; anything near 2^31 is a corrupt varint
+
 
 def opset_versions(model: onnx.ModelProto) -> dict[str, int]:
     """Opset version per domain; "ai.onnx" and "" are the same standard domain."""
     out: dict[str, int] = {}
     for imp in model.opset_import:
         domain = "" if imp.domain in ("", "ai.onnx") else imp.domain
+        if not 0 <= imp.version < MAX_OPSET:
+            raise InvalidModelError(
+                f"opset import of domain '{imp.domain or 'ai.onnx'}' has version {imp.version}, "
+                "which is not an opset version (corrupt file?)")
         out[domain] = int(imp.version)
     if "" not in out:
         out[""] = 1 if model.ir_version < 3 else 0
@@ -64,7 +70,7 @@ def check_structure(g: onnx.GraphProto, order: list[onnx.NodeProto]) -> None:
     inits = {t.name for t in g.initializer}
     graph_inputs = [i.name for i in g.input]
     if len(set(graph_inputs)) != len(graph_inputs):
-        raise InvalidModelError("the graph lists the same input twice")
+        raise InvalidModelError(f"the graph lists input(s) {_repeated(graph_inputs)} twice")
     defined.update(graph_inputs)
     defined.update(inits)
     for node in order:
@@ -84,10 +90,14 @@ def check_structure(g: onnx.GraphProto, order: list[onnx.NodeProto]) -> None:
                 defined.add(out)
     outputs = [o.name for o in g.output]
     if len(set(outputs)) != len(outputs):
-        raise InvalidModelError("the graph lists the same output twice")
+        raise InvalidModelError(f"the graph lists output(s) {_repeated(outputs)} twice")
     for name in outputs:
         if name not in defined:
             raise InvalidModelError(f"graph output '{name}' is not produced by any node")
+
+
+def _repeated(names: list[str]) -> str:
+    return ", ".join(f"'{n}'" for n in sorted({n for n in names if names.count(n) > 1}))
 
 
 def node_names(order: list[onnx.NodeProto]) -> dict[int, str]:
@@ -104,3 +114,51 @@ def node_names(order: list[onnx.NodeProto]) -> dict[int, str]:
         taken.add(name)
         out[id(node)] = name
     return out
+
+
+def check_arity(nodes: list[onnx.NodeProto], names: dict[int, str], opset: int) -> None:
+    """Input/output counts within the ONNX schema's bounds; every offender in one error.
+
+    A Conv with two outputs or a Concat with none is a broken file, not something to convert.
+    Unknown ops and foreign domains are left to the op scan, which refuses them by name.
+    """
+    problems = []
+    for node in nodes:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if not onnx.defs.has(node.op_type, ""):
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
+        except onnx.defs.SchemaError:  # the op is newer than the model's opset
+            continue
+        for what, count, low, high in (
+                ("inputs", len(node.input), schema.min_input, schema.max_input),
+                ("outputs", len(node.output), schema.min_output, schema.max_output)):
+            if not low <= count <= high:
+                problems.append(f"node '{names[id(node)]}' ({node.op_type}) has {count} "
+                                f"{what}; ONNX opset {opset} allows {_bounds(low, high)}")
+        problems += _split_counts(node, names[id(node)])
+    if problems:
+        raise InvalidModelError("malformed node(s): " + "; ".join(problems))
+
+
+def _split_counts(node: onnx.NodeProto, name: str) -> list[str]:
+    """Split's num_outputs / split list must agree with its outputs: ONNX's own shape
+    inference indexes past its vectors otherwise (an abort in builds with assertions)."""
+    if node.op_type != "Split":
+        return []
+    for attr in node.attribute:
+        if attr.name == "num_outputs" and attr.i != len(node.output):
+            return [(f"node '{name}' (Split) has num_outputs {attr.i} but "
+                     f"{len(node.output)} outputs")]
+        if attr.name == "split" and len(attr.ints) != len(node.output):
+            return [(f"node '{name}' (Split) lists {len(attr.ints)} split sizes for "
+                     f"{len(node.output)} outputs")]
+    return []
+
+
+def _bounds(low: int, high: int) -> str:
+    if low == high:
+        return str(low)
+    return f"at least {low}" if high >= 1 << 20 else f"{low} to {high}"  # variadic: 2^31-1

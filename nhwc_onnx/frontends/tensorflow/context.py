@@ -62,8 +62,9 @@ class TFContext:
         return len(self.node.inputs)
 
     def input(self, index: int) -> Value:
-        if index >= len(self.node.inputs):
-            raise Refusal(f"expects at least {index + 1} inputs, has {len(self.node.inputs)}")
+        if not 0 <= index < len(self.node.inputs):  # a computed index may be -1 (no inputs)
+            raise Refusal(f"expects at least {max(index, 0) + 1} inputs, has "
+                          f"{len(self.node.inputs)}")
         return self.values[self.node.inputs[index]]
 
     def inputs(self) -> list[Value]:
@@ -83,6 +84,14 @@ class TFContext:
         if value is None:
             raise Refusal(f"{what} (input {index}) must be a constant")
         return value
+
+    def need_scalar(self, index: int, what: str) -> np.ndarray:
+        """A constant input TensorFlow requires to hold one value (an axis, a fill value)."""
+        value = np.asarray(self.need_const(index, what))
+        if value.size != 1:
+            raise InvalidModelError(f"{what} (input {index}) must be a scalar, found shape "
+                                    f"{list(value.shape)}")
+        return value.reshape(())
 
     def shape(self, index: int) -> tuple | None:
         return self.input(index).shape

@@ -92,6 +92,11 @@ def _convert_node(ctx: TFContext, node: TFNode) -> NodeProblem | None:
     except NhwcOnnxError as exc:
         raise type(exc)(f"{exc} (while converting node '{node.name}' ({node.op}, tensorflow))") \
             from exc
+    except (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError,
+            OverflowError) as exc:
+        # Hostile or broken attributes/constants (as in the ONNX importer): a reason for this
+        # node, not a traceback.
+        return NodeProblem(node.name, node.op, f"malformed node: {exc!r}")
     for i, value in enumerate(outputs):
         value.meta.setdefault("source_name", f"{node.name}:{i}")
         ctx.values[(node.name, i)] = value

@@ -60,6 +60,9 @@ def convert_expand_dims(ctx: TFContext, node: TFNode) -> list[Value]:
 def convert_concat(ctx: TFContext, node: TFNode) -> list[Value]:
     """Concatenate along a constant axis (last input for V2, first for V1)."""
     n = ctx.n_inputs
+    if n < 2:
+        raise InvalidModelError(f"{node.op} has {n} input(s); it needs at "
+                                "least one value and the axis")
     axis_index, values = (n - 1, range(n - 1)) if node.op == "ConcatV2" else (0, range(1, n))
     axis = _axis_list(ctx.need_const(axis_index, "axis"))[0]
     inputs = [ctx.input(i) for i in values]
@@ -136,7 +139,13 @@ def convert_pad(ctx: TFContext, node: TFNode) -> list[Value]:
     if node.op == "MirrorPad":
         mode = ctx.attrs.str("mode", "REFLECT")
         raise Refusal(f"MirrorPad mode {mode}: the dialect pads with constants only")
-    paddings = np.asarray(ctx.need_const(1, "paddings")).reshape(-1, 2)
+    paddings = np.asarray(ctx.need_const(1, "paddings"))
+    shape = ctx.shape(0)
+    if paddings.ndim != 2 or paddings.shape[1] != 2 or (
+            shape is not None and paddings.shape[0] != len(shape)):
+        rank = "rank" if shape is None else str(len(shape))
+        raise InvalidModelError(f"paddings must be a [{rank}, 2] table, found shape "
+                                f"{list(paddings.shape)}")
     attrs = {"pads": [int(p) for p in paddings[:, 0]] + [int(p) for p in paddings[:, 1]]}
     if node.op == "PadV2":
         value = np.asarray(ctx.need_const(2, "constant_values")).reshape(-1)
@@ -181,7 +190,7 @@ def convert_fill(ctx: TFContext, node: TFNode) -> list[Value]:
     value = ctx.const(1)
     if value is not None:
         return [ctx.emit1("ConstantOfShape", [shape],
-                          {"value": np.asarray(value).reshape(1)})]
+                          {"value": ctx.need_scalar(1, "value").reshape(1)})]
     return [ctx.emit1("Expand", [ctx.input(1), shape])]
 
 

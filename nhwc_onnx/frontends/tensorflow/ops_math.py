@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import InvalidModelError
 from ...ir import Value
 from .context import Refusal, TFContext
 from .registry import REGISTRY
@@ -77,6 +78,13 @@ def convert_reduce(ctx: TFContext, node: TFNode) -> list[Value]:
     axes = [int(a) for a in ctx.need_const(1, "reduction axes").reshape(-1)]
     if not axes:  # TensorFlow reduces nothing; the core op would reduce everything
         return [ctx.input(0)]
+    shape = ctx.input(0).shape
+    rank = len(shape) if shape is not None else None
+    if rank is not None and any(not -rank <= a < rank for a in axes):
+        raise InvalidModelError(f"reduction axes {axes} are out of range for rank {rank}")
+    if len({a % rank for a in axes} if rank else set(axes)) != len(axes):
+        raise InvalidModelError(f"reduction axes {axes} repeat an axis (TensorFlow refuses "
+                                "them too)")
     keep = 1 if ctx.attrs.bool("keep_dims", False) else 0
     return [ctx.emit1(_REDUCE[node.op], [ctx.input(0)], {"axes": axes, "keepdims": keep})]
 
@@ -84,7 +92,7 @@ def convert_reduce(ctx: TFContext, node: TFNode) -> list[Value]:
 @REGISTRY.register("ArgMax")
 def convert_argmax(ctx: TFContext, node: TFNode) -> list[Value]:
     """Index of the maximum along a constant axis (output_type int64 or int32)."""
-    axis = int(ctx.need_const(1, "dimension").reshape(()))
+    axis = int(ctx.need_scalar(1, "dimension"))
     return [_argmax_as(ctx, ctx.input(0), axis)]
 
 
@@ -140,6 +148,6 @@ def convert_cast(ctx: TFContext, node: TFNode) -> list[Value]:
 @REGISTRY.register("ArgMin")
 def convert_argmin(ctx: TFContext, node: TFNode) -> list[Value]:
     """ArgMax of the negation: the first minimum is the first maximum of -x."""
-    axis = int(ctx.need_const(1, "dimension").reshape(()))
+    axis = int(ctx.need_scalar(1, "dimension"))
     negated = ctx.emit1("Neg", [ctx.input(0)], suffix="neg")
     return [_argmax_as(ctx, negated, axis)]

@@ -19,6 +19,9 @@ def data_format(ctx: TFContext) -> str:
     return fmt
 
 
+MAX_WINDOW = (1 << 31) - 1  # kernel/stride/dilation entries beyond int32 are no real model
+
+
 def hw(values: list, fmt: str, name: str) -> list[int]:
     """The H and W entries of a 4-long TF attribute list (strides, ksize, dilations)."""
     if len(values) != 4:
@@ -26,6 +29,9 @@ def hw(values: list, fmt: str, name: str) -> list[int]:
     h, w, n, c = (1, 2, 0, 3) if fmt == "NHWC" else (2, 3, 0, 1)
     if any(int(v) < 1 for v in values):
         raise InvalidModelError(f"attribute '{name}' {list(values)} has an entry below 1")
+    if any(int(v) > MAX_WINDOW for v in values):
+        raise InvalidModelError(f"attribute '{name}' {list(values)} has an entry above "
+                                f"{MAX_WINDOW}; refused as absurd")
     if values[n] != 1 or values[c] != 1:
         raise Refusal(f"attribute '{name}' {values} moves along the batch or channel axis")
     return [int(values[h]), int(values[w])]

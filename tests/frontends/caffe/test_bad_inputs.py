@@ -190,3 +190,66 @@ def test_bottom_without_producer(tmp_path):
     proto.write_text(net(layer("r", "ReLU", ["nothing"], ["r"])))
     with pytest.raises(InvalidModelError, match="'nothing'"):
         load(proto, FrontendOptions(weights="random"))
+
+
+def test_unknown_requested_input_or_output(tmp_path):
+    proto = tmp_path / "n.prototxt"
+    proto.write_text(TEXT)
+    with pytest.raises(InvalidModelError, match="not inputs"):
+        load(proto, FrontendOptions(weights="random", inputs=["nope"]))
+    with pytest.raises(InvalidModelError, match="'nope' is not a blob"):
+        load(proto, FrontendOptions(weights="random", outputs=["nope"]))
+    model = load(proto, FrontendOptions(weights="random", outputs=["conv1"]))
+    assert [v.name for v in model.graph.outputs] == ["conv1"]
+
+
+@pytest.mark.parametrize(("content", "what"), [
+    (b"\x89HDF\r\n\x1a\n" + bytes(100), "HDF5"),
+    (b"PK\x03\x04" + bytes(100), "ZIP"),
+    (TEXT.encode(), "text"),
+])
+def test_foreign_file_as_caffemodel(files, content, what):
+    proto, weights = files
+    weights.write_bytes(content)
+    with pytest.raises(ModelLoadError, match=what):
+        _load(proto, weights)
+
+
+def test_blob_data_shorter_than_its_shape_names_the_layer(files):
+    from nhwc_onnx.frontends.caffe.writer import _len_field, _varint
+
+    proto, weights = files
+    blob = _len_field(7, _len_field(1, b"".join(_varint(d) for d in (4, 3, 3, 3))))
+    blob += _len_field(5, np.zeros(10, np.float32).tobytes())
+    layer = _len_field(1, b"conv1") + _len_field(2, b"Convolution") + _len_field(7, blob)
+    weights.write_bytes(_len_field(100, layer))
+    with pytest.raises(InvalidModelError) as info:
+        _load(proto, weights)
+    assert "layer 'conv1' blob 0" in _one_line(info.value) and "108 values" in str(info.value)
+
+
+def test_random_weights_have_a_budget(tmp_path):
+    proto = tmp_path / "n.prototxt"
+    proto.write_text(TEXT.replace("num_output: 4 ", "num_output: 2147483647 "))
+    with pytest.raises(InvalidModelError, match="GiB of random weights"):
+        load(proto, FrontendOptions(weights="random"))
+
+
+def test_absurd_layer_output_is_refused(tmp_path):
+    proto = tmp_path / "n.prototxt"
+    proto.write_text(net(layer("d", "Deconvolution", ["data"], ["d"],
+                               "convolution_param { num_output: 2 kernel_size: 1 "
+                               "stride: 1000000 }")))
+    with pytest.raises(InvalidModelError, match="absurd"):
+        load(proto, FrontendOptions(weights="random"))
+
+
+def test_blob_field_with_the_wrong_wire_type(files):
+    from nhwc_onnx.frontends.caffe.writer import _len_field, _varint
+
+    proto, weights = files
+    blob = _len_field(7, _len_field(1, _varint(1))) + _varint(8 << 3) + _varint(7)
+    layer = _len_field(1, b"conv1") + _len_field(2, b"Convolution") + _len_field(7, blob)
+    weights.write_bytes(_len_field(100, layer))
+    with pytest.raises(ModelLoadError, match="wire type 0"):
+        _load(proto, weights)

@@ -99,6 +99,10 @@ CASES = {
     # -- normalisation
     "batchnorm": layer("bn", "BatchNorm", ["data"], ["bn"],
                        "batch_norm_param { use_global_stats: true eps: 0.001 }"),
+    # OpenCV supports batch statistics for batch 1 and the default eps only.
+    "batchnorm_batch_statistics": net(layer("bn", "BatchNorm", ["data"], ["bn"],
+                                            "batch_norm_param { use_global_stats: false }"),
+                                      shape=(1, 3, 11, 9)),
     "scale_bias": layer("s", "Scale", ["data"], ["s"], "scale_param { bias_term: true }"),
     "scale_no_bias": layer("s", "Scale", ["data"], ["s"]),
     "scale_axis2_twoaxes": layer("s", "Scale", ["data"], ["s"],
