@@ -41,11 +41,16 @@ def test_ratio_handles_missing_values():
     assert run.ratio(1.0, 0.0) is None
 
 
-def test_schedule_rotates_so_every_tool_leads_once():
-    rounds = run.schedule(["ours", "floor", "ovc"], 3)
-    assert rounds == [["ours", "floor", "ovc"], ["floor", "ovc", "ours"],
-                      ["ovc", "ours", "floor"]]
-    assert all(sorted(r) == ["floor", "ours", "ovc"] for r in run.schedule(["ours", "floor", "ovc"], 7))
+def test_schedule_rotates_and_reverses():
+    tools = ["ours", "floor", "ovc", "tf2onnx"]
+    rounds = run.schedule(tools, 8)
+    assert rounds[:4] == [tools, tools[::-1], ["floor", "ovc", "tf2onnx", "ours"],
+                          ["ours", "tf2onnx", "ovc", "floor"]]
+    assert all(sorted(r) == sorted(tools) for r in rounds)
+    # ours must not always follow the same tool in the timed rounds (1..)
+    before = {r[r.index("ours") - 1] for r in rounds[1:] if r.index("ours") > 0}
+    assert len(before) >= 2
+    assert run.schedule([], 2) == [[], []]
 
 
 TF_MODEL = {"name": "m", "framework": "tf", "source": "/x/m.pb", "weights": "",
@@ -179,3 +184,28 @@ def test_failure_text_names_signal_and_last_lines():
     assert "2048 MB peak RSS" in run.failure_text(killed)
     exited = run.Sample(1.0, 10, 2, "Usage: x\n\nError: No such command 'convert'.\n")
     assert run.failure_text(exited) == "exit 2: Usage: x / Error: No such command 'convert'."
+
+
+def test_floor_script_round_trips_a_model(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], [weight])
+    src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(helper.make_model(graph), str(src))
+    sample = run.measure(run.floor_command(src, out, Path(sys.executable).parent), timeout=120)
+    assert sample.returncode == 0, sample.stderr_tail
+    loaded = onnx.load(str(out))
+    np.testing.assert_array_equal(numpy_helper.to_array(loaded.graph.initializer[0]),
+                                  np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
+def test_commands_are_recorded_relative_to_the_checkout():
+    root = Path("/repo")
+    assert run.relative_to_root("/repo/benchmarks/.cache/m.pb", root) == "benchmarks/.cache/m.pb"
+    assert run.relative_to_root("/elsewhere/m.pb", root) == "/elsewhere/m.pb"
+    assert run.relative_to_root("--runs", root) == "--runs"

@@ -1,4 +1,5 @@
-"""Shared helpers of the reliability suite: the CLI runner and the "failed cleanly" checks."""
+"""Shared fixture of the reliability suite (the in-process CLI runner); puts this folder on
+sys.path for the helper modules (rel_*, bad_inputs, fuzz_*, crash_repro)."""
 from __future__ import annotations
 
 import sys
@@ -21,20 +22,3 @@ def run_cli():
         return runner.invoke(cli, [str(a) for a in args], catch_exceptions=True)
 
     return _run
-
-
-def folder_listing(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
-
-
-def assert_clean_failure(result, code: int, fragment: str, out_dir: Path) -> str:
-    """One 'Error: ...' line on stderr, the documented code, nothing in the output folder."""
-    err = result.stderr.strip()
-    detail = f"exit {result.exit_code}, stderr: {err!r}, exception: {result.exception!r}"
-    assert result.exit_code == code, detail
-    assert "Traceback" not in result.stderr + result.stdout, detail
-    assert "internal error" not in err, detail
-    assert len(err.splitlines()) == 1 and err.startswith("Error: "), detail
-    assert fragment.lower() in err.lower(), detail
-    assert folder_listing(out_dir) == [], f"left in the output folder: {folder_listing(out_dir)}"
-    return err

@@ -1,4 +1,4 @@
-"""Minimal reproductions of the crashes listed in .agents/CRASHES.md, built in code.
+"""Minimal reproductions of the crashes listed in tests/reliability/CRASHES.md, built in code.
 
 Each ``repro_*`` writes its files into a folder and returns (source, framework, options).
 Run one as a script (``python crash_repro.py NAME``) to convert it in a fresh process and

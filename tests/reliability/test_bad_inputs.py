@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from bad_inputs import all_cases
-from conftest import assert_clean_failure, folder_listing
+from rel_checks import assert_clean_failure, folder_listing
 
 CASES = all_cases()
 

@@ -1,4 +1,4 @@
-"""Regression tests for the crashes in .agents/CRASHES.md (one test per entry).
+"""Regression tests for the crashes in tests/reliability/CRASHES.md (one test per entry).
 
 Marked ``xfail(strict=True)`` while the bug is open: once fixed the test passes, strict xfail
 turns that into a failure, and the fixer removes the mark. The memory bombs and the hang run
@@ -196,7 +196,6 @@ def test_crash22_onnx_maxpool_kernel_2_pow_40_is_refused_without_allocating():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="CRASHES.md #23")
 def test_crash23_onnx_constant_declared_2_pow_40_does_not_eat_memory():
     outcome = _in_child("onnx_expanded_space_to_depth_area_2_pow_40", timeout=60)
     assert outcome["outcome"] in _project_error_names(), outcome

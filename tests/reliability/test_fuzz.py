@@ -5,7 +5,7 @@ protobuf fields); "onnx_ops" mutates the ONNX backend node tests (built in code 
 package) of every op the ONNX frontend supports, including their constant inputs (shapes,
 axes, pads, scales). Each campaign runs in a child process under RLIMIT_AS; the only exceptions allowed
 to escape ``convert`` are the project's own (NhwcOnnxError subclasses). Crashes already in
-.agents/CRASHES.md (with an xfail regression test in test_crash_regressions.py) are listed in
+tests/reliability/CRASHES.md (with an xfail regression test in test_crash_regressions.py) are listed in
 KNOWN_CRASHES and reported, not failed on; any other crash fails the test with the case
 number to replay: ``python tests/reliability/fuzz_harness.py FORMAT --only N``.
 

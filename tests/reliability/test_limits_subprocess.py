@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from bad_inputs import all_cases, random_bytes
-from conftest import folder_listing
+from rel_checks import folder_listing
 from rel_limits import MEMORY_LIMIT, run_cli_limited, run_limited
 
 from nhwc_onnx.errors import EXIT_UNREADABLE

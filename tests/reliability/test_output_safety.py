@@ -7,7 +7,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from conftest import assert_clean_failure, folder_listing
+from rel_checks import assert_clean_failure, folder_listing
 from rel_models import write_source
 
 from nhwc_onnx.api import convert

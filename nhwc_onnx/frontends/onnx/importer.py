@@ -23,6 +23,7 @@ from .folding import ShapeFolder
 from .structure import (
     check_arity,
     check_structure,
+    check_tensor_sizes,
     node_names,
     opset_versions,
     topological_order,
@@ -73,6 +74,7 @@ class OnnxImporter:
         g = self.proto.graph
         order = topological_order(g)
         check_structure(g, order)
+        check_tensor_sizes(g)
         selected = self._select_outputs(order)
         self._read_constants(g)
         inputs = self._graph_inputs(g)

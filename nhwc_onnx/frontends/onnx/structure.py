@@ -162,3 +162,54 @@ def _bounds(low: int, high: int) -> str:
     if low == high:
         return str(low)
     return f"at least {low}" if high >= 1 << 20 else f"{low} to {high}"  # variadic: 2^31-1
+
+
+# Element sizes of raw_data by TensorProto data type (the types a model may store raw).
+_TYPED_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data",
+                 "string_data")
+
+
+def _stored_elements(t: onnx.TensorProto) -> int | None:
+    """How many elements the tensor really holds (None: data lives outside, not checked here)."""
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        return None
+    if t.HasField("raw_data"):
+        try:
+            itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        except (KeyError, ValueError, TypeError):
+            return None
+        return len(t.raw_data) // max(itemsize, 1)
+    for field in _TYPED_FIELDS:
+        n = len(getattr(t, field))
+        if n:
+            if t.data_type in (onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128):
+                n //= 2
+            return n
+    return 0
+
+
+def check_tensor_sizes(g: onnx.GraphProto) -> None:
+    """Every stored tensor (initializer or Constant value) holds what its dims declare.
+
+    Checked before ONNX's own shape inference, which trusts the dims and can grow without
+    bound on a tensor that declares 2^40 elements but stores one.
+    """
+    bad = []
+    tensors = [(t, f"initializer '{t.name}'") for t in g.initializer]
+    for node in g.node:
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    tensors.append((a.t, f"Constant node '{node.name or node.output[0]}'"))
+    for t, where in tensors:
+        stored = _stored_elements(t)
+        if stored is None:
+            continue
+        declared = 1
+        for d in t.dims:
+            declared *= int(d)
+        if any(int(d) < 0 for d in t.dims) or declared != stored:
+            bad.append(f"{where} declares dims {list(t.dims)} but stores {stored} element(s)")
+    if bad:
+        shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise InvalidModelError(f"malformed tensor data: {shown}")

@@ -245,3 +245,26 @@ def test_a_graph_output_listed_twice_is_named():
     model = make_model([helper.make_node("Relu", ["x"], ["y"])], [X], [("y", None), ("y", None)])
     with pytest.raises(InvalidModelError, match="output\\(s\\) 'y' twice"):
         convert(model)
+
+
+def test_tensor_declaring_more_elements_than_it_stores_is_refused_before_inference(tmp_path):
+    from nhwc_onnx.frontends.base import FrontendOptions
+    from nhwc_onnx.frontends.onnx import load
+
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])
+    weight.dims[0] = 2**40  # declares 2^40 elements, stores 3
+    stored = helper.make_tensor("v", TensorProto.FLOAT, [3], [0.0] * 3)
+    stored.dims[0] = 4  # declares 4, stores 3
+    bias = helper.make_node("Constant", [], ["b"], name="bias_const", value=stored)
+    graph = helper.make_graph(
+        [bias, helper.make_node("Add", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "b"], ["z"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [3])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(InvalidModelError) as err:
+        load(str(path), FrontendOptions())
+    text = str(err.value)
+    assert "initializer 'w' declares dims [1099511627776] but stores 3" in text
+    assert "Constant node 'bias_const' declares dims [4] but stores 3" in text
