@@ -5,10 +5,12 @@
     .venv/bin/python benchmarks/run.py --profile caffe_vgg16  # cProfile of one conversion
 
 Each measurement is one fresh process: wall time from start to exit (the output file written),
-peak RSS from the kernel's rusage of that process. Tools run in rounds, the order rotating every
-round, so slow drift of the machine hits every tool alike. One untimed warm-up round first fills
-the page cache and writes our output, which the floor (a process that only ``onnx.load``s and
-``onnx.save``s that output) needs. Results: benchmarks/results/<stamp>.json and .md.
+peak RSS from the kernel's rusage of that process. Tools run in rounds, the order rotating and
+reversing from round to round, so drift of the machine and the after-effects of one tool hit
+every tool alike, with a short pause before each process. One untimed warm-up round first
+fills the page cache and writes our output, which the floor (a process that only
+``onnx.load``s and ``onnx.save``s that output) needs. Results: benchmarks/results/<stamp>.json
+and .md.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import json
 import os
 import platform
 import shutil
-import statistics
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,20 +34,22 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import models as bench_models
+from report import (  # noqa: F401  (re-exported for the smoke test)
+    FLOOR_X,
+    TARGETS,
+    fmt_mb,
+    fmt_ratio,
+    fmt_seconds,
+    markdown_table,
+    ratio,
+    relative_to_root,
+    summarize,
+    target_checks,
+)
 
 PROJECT_BIN = ROOT / ".venv" / "bin"
 ANCHOR_BIN = HERE / ".venv-anchors" / "bin"
 RESULTS = HERE / "results"
-
-# Targets of issue 10 (2-core machine): seconds, peak RSS as a multiple of the model's bytes.
-TARGETS = {
-    "keras_resnet50": {"seconds": 1.5, "rss_x": 2.5},
-    "keras_mobilenetv2": {"seconds": 0.6},
-    "caffe_resnet50": {"seconds": 1.5},
-    "caffe_vgg16": {"seconds": 6.0, "rss_x": 2.5},
-    "onnx_big": {"rss_x": 2.5},
-}
-FLOOR_X = 2.0  # any model: ours <= 2x the load+save floor
 
 # Anchor runs that endanger a shared machine; --unsafe-anchors runs them anyway.
 UNSAFE_ANCHORS = {
@@ -53,10 +57,12 @@ UNSAFE_ANCHORS = {
                                 "at 18 GB anonymous RSS on this 24 GB machine",
 }
 
+# Load + save of our output. Over 2 GB (no single protobuf can hold it) the weights go to
+# external data, as ours does; the size is summed per tensor since the whole cannot be measured.
 FLOOR_SCRIPT = (
     "import sys, onnx\n"
     "m = onnx.load(sys.argv[1])\n"
-    "big = m.ByteSize() > 2**31 - 1 if hasattr(m, 'ByteSize') else False\n"
+    "big = sum(t.ByteSize() for t in m.graph.initializer) > 2**31 - 2**26\n"
     "onnx.save(m, sys.argv[2], save_as_external_data=big)\n"
 )
 
@@ -64,29 +70,22 @@ FLOOR_SCRIPT = (
 # -- pure helpers (unit-tested in tests/test_benchmarks_smoke.py) ---------------------------------
 
 
-def summarize(values: list[float]) -> dict:
-    """Median, min, max and count of the samples (empty -> Nones)."""
-    if not values:
-        return {"median": None, "min": None, "max": None, "n": 0}
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values)}
-
-
-def ratio(ours: float | None, other: float | None) -> float | None:
-    if ours is None or not other:
-        return None
-    return ours / other
-
-
 def schedule(tools: list[str], rounds: int) -> list[list[str]]:
-    """Tool order per round, rotated by one each round (A B C, B C A, C A B, ...).
+    """Tool order per round: rotated by one every two rounds, reversed on odd rounds
+    (A B C D, D C B A, B C D A, A D C B, ...).
 
-    A tool that needs another's output (the floor needs ours) is never first in the warm-up;
-    the caller runs the warm-up in the given order.
+    Rotation alone keeps cyclic neighbours: ours would always run right after the same tool
+    (after tf2onnx's 5 GB exit, measurably slower). Reversal varies the predecessor too. The
+    caller runs round 0 (the warm-up) in the given order, so ours precedes the floor there.
     """
     if not tools:
         return [[] for _ in range(rounds)]
-    return [tools[r % len(tools):] + tools[:r % len(tools)] for r in range(rounds)]
+    out = []
+    for r in range(rounds):
+        k = (r // 2) % len(tools)
+        order = tools[k:] + tools[:k]
+        out.append(order[::-1] if r % 2 else order)
+    return out
 
 
 API_SCRIPT = (
@@ -128,104 +127,6 @@ def floor_command(ours_out: Path, out: Path, bin_dir: Path = PROJECT_BIN) -> lis
     return [str(bin_dir / "python"), "-c", FLOOR_SCRIPT, str(ours_out), str(out)]
 
 
-def fmt_seconds(s: dict) -> str:
-    if not s or s.get("median") is None:
-        return "-"
-    return f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
-
-
-def fmt_ratio(r: float | None) -> str:
-    return "-" if r is None else f"{r:.2f}x"
-
-
-def fmt_mb(kb: float | None) -> str:
-    return "-" if kb is None else f"{kb / 1024:.0f}"
-
-
-def target_checks(name: str, tools: dict, model_bytes: int) -> dict[str, bool]:
-    """Which of the issue's targets this model meets ({} when ours did not run)."""
-    ours = tools.get("ours", {})
-    seconds = ours.get("seconds", {}).get("median")
-    rss_kb = ours.get("rss_kb", {}).get("max")
-    if seconds is None:
-        return {}
-    checks: dict[str, bool] = {}
-    target = TARGETS.get(name, {})
-    if "seconds" in target:
-        checks[f"<= {target['seconds']} s"] = seconds <= target["seconds"]
-    if "rss_x" in target and rss_kb is not None and model_bytes:
-        checks[f"RSS <= {target['rss_x']}x"] = rss_kb * 1024 <= target["rss_x"] * model_bytes
-    floor = tools.get("floor", {}).get("seconds", {}).get("median")
-    if floor:
-        checks[f"<= {FLOOR_X}x floor"] = seconds <= FLOOR_X * floor
-    return checks
-
-
-def markdown_table(results: dict) -> str:
-    """The README table: one row per model; time = median (min-max) seconds, RSS = peak MB."""
-    m = results["machine"]
-    lines = [
-        (f"Measured {results['date']} on {m['cpu']} ({m['cores']} cores, "
-         f"{m['ram_gb']:.0f} GB RAM), Python {m['python']}; {results['runs']} timed runs per tool"
-         " after one warm-up; time = median (min-max) s of the whole process, RSS = peak"
-         " resident MB."
-         + (f" Ours ran from the patched tree {results['ours_pythonpath']}."
-            if results.get("ours_pythonpath") else "")),
-        "",
-        ("| model | size MB | ours s | ours RSS MB (x size) | floor s | ours/floor"
-         " | ovc s / RSS MB | ours/ovc | tf2onnx s / RSS MB | ours/tf2onnx | targets |"),
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, entry in results["models"].items():
-        if not entry.get("available", True):
-            lines.append(f"| {name} | - | unavailable: {entry.get('reason', '')} |"
-                         " | | | | | | | |")
-            continue
-        tools = entry["tools"]
-        size = entry["bytes"]
-        ours = tools.get("ours", {})
-        ours_s = ours.get("seconds", {}).get("median")
-        rss = ours.get("rss_kb", {}).get("max")
-        rss_cell = "-" if rss is None else f"{fmt_mb(rss)} ({rss * 1024 / size:.2f}x)"
-        cells = [name, f"{size / 1e6:.0f}", _cell(ours), rss_cell,
-                 _cell(tools.get("floor")), fmt_ratio(_median_ratio(ours_s, tools.get("floor")))]
-        for anchor in ("ovc", "tf2onnx"):
-            t = tools.get(anchor)
-            both = "-" if not t else (
-                f"{_cell(t)} / {fmt_mb(t.get('rss_kb', {}).get('max'))}" if not t.get("error")
-                else "failed")
-            cells += [both, fmt_ratio(_median_ratio(ours_s, t))]
-        checks = entry.get("targets", {})
-        cells.append(", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in checks.items())
-                     or "-")
-        lines.append("| " + " | ".join(cells) + " |")
-    loads = [f"{n} {e['load_avg_before'][0]:.1f}-{e['load_avg_after'][0]:.1f}"
-             for n, e in results["models"].items() if "load_avg_before" in e]
-    if loads:
-        lines += ["", "Machine load (1-min load average before-after each model): "
-                  + ", ".join(loads) + "."]
-    errors = [(n, t, e["error"]) for n, entry in results["models"].items()
-              for t, e in entry.get("tools", {}).items() if e.get("error")]
-    if errors:
-        lines += ["", "Failures:"]
-        lines += [f"- {n} / {t}: {err}" for n, t, err in errors]
-    return "\n".join(lines) + "\n"
-
-
-def _cell(tool: dict | None) -> str:
-    if not tool:
-        return "-"
-    if tool.get("error") and not tool.get("samples"):
-        return "failed"
-    return fmt_seconds(tool.get("seconds", {}))
-
-
-def _median_ratio(ours_s: float | None, tool: dict | None) -> float | None:
-    if not tool or tool.get("error"):
-        return None
-    return ratio(ours_s, tool.get("seconds", {}).get("median"))
-
-
 # -- measuring -----------------------------------------------------------------------------------
 
 
@@ -237,12 +138,32 @@ class Sample:
     stderr_tail: str = ""
 
 
+GNU_TIME = "/usr/bin/time"
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # it ended on its own just now
+
+
 def measure(cmd: list[str], timeout: float, env: dict | None = None) -> Sample:
-    """Run one fresh process; wall time to exit and its own peak RSS (kB, from wait4)."""
-    with tempfile.TemporaryFile() as err:
+    """Run one fresh process; wall time to exit and its own peak RSS (kB).
+
+    Linux carries a forking parent's resident size into the child's ru_maxrss (the copied
+    address space counts until exec), so a large parent inflates wait4's number; GNU time
+    forks the command from its own small process and reports the command's real peak.
+    """
+    with tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r") as rss_file:
+        use_time = os.path.exists(GNU_TIME)
+        if use_time:
+            cmd = [GNU_TIME, "-f", "%M", "-o", rss_file.name, *cmd]
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
-        timer = threading.Timer(timeout, proc.kill)
+        # Own process group: a timeout kills the command too, not only GNU time around it.
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                                start_new_session=True)
+        timer = threading.Timer(timeout, _kill_group, (proc.pid,))
         timer.start()
         try:
             _, status, usage = os.wait4(proc.pid, 0)
@@ -252,9 +173,16 @@ def measure(cmd: list[str], timeout: float, env: dict | None = None) -> Sample:
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         err.seek(0)
         tail = err.read().decode(errors="replace")[-2000:]
+        rss_kb = usage.ru_maxrss
+        if use_time:
+            text = rss_file.read().strip().splitlines()
+            if text and text[-1].isdigit():
+                rss_kb = int(text[-1])
+            if proc.returncode != 0 and text and text[0].startswith("Command exited"):
+                proc.returncode = int(text[0].rsplit(" ", 1)[-1])
     if proc.returncode == -9 and seconds >= timeout:
         tail = f"timed out after {timeout:.0f} s"
-    return Sample(seconds, usage.ru_maxrss, proc.returncode, tail)
+    return Sample(seconds, rss_kb, proc.returncode, tail)
 
 
 def failure_text(sample: Sample) -> str:
@@ -283,8 +211,8 @@ class ToolRun:
 
     def to_dict(self, command: list[str] | None) -> dict:
         return {
-            "command": command,
-            "samples": [s.__dict__ for s in self.samples],
+            "command": [relative_to_root(c) for c in command or []],
+            "samples": [{"seconds": s.seconds, "rss_kb": s.rss_kb} for s in self.samples],
             "seconds": summarize([s.seconds for s in self.samples]),
             "rss_kb": summarize([s.rss_kb for s in self.samples]),
             "error": self.error,
@@ -313,7 +241,7 @@ def _version(package: str) -> str:
 
 def bench_model(model: dict, anchors: list[str], runs: int, timeout: float,
                 work: Path, via: str = "cli", skip: dict | None = None,
-                ours_pythonpath: str = "") -> dict:
+                ours_pythonpath: str = "", pause: float = 1.0) -> dict:
     """Warm-up round, then ``runs`` rotated rounds; one ToolRun dict per tool."""
     shutil.rmtree(work, ignore_errors=True)  # a stale output of ours must not feed the floor
     work.mkdir(parents=True, exist_ok=True)
@@ -344,6 +272,7 @@ def bench_model(model: dict, anchors: list[str], runs: int, timeout: float,
             if name != "ours":
                 shutil.rmtree(out_dir, ignore_errors=True)
             out_dir.mkdir(parents=True, exist_ok=True)
+            time.sleep(pause)  # let the kernel reclaim the previous process's memory
             sample = measure(commands[name], timeout, ours_env if name == "ours" else env)
             if round_no == 0:
                 if sample.returncode != 0:
@@ -361,6 +290,16 @@ def bench_model(model: dict, anchors: list[str], runs: int, timeout: float,
 
 
 # -- machine, profile, main ----------------------------------------------------------------------
+
+
+def source_revision() -> str:
+    """The measured checkout's commit (``-dirty`` with uncommitted changes), or ''."""
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip()
 
 
 def machine_info() -> dict:
@@ -413,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale-runs", type=int, default=1)
     parser.add_argument("--anchors", nargs="*", default=None,
                         help="anchors to run (default: all installed: ovc tf2onnx)")
+    parser.add_argument("--pause", type=float, default=1.0,
+                        help="seconds of idle before each measured process")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     parser.add_argument("--cache", type=Path, default=bench_models.DEFAULT_CACHE)
     parser.add_argument("--corpus", type=Path, default=bench_models.DEFAULT_CORPUS)
@@ -424,10 +365,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="PYTHONPATH for ours only: time a patched copy of nhwc_onnx")
     parser.add_argument("--ours-via", choices=["cli", "api"], default="cli",
                         help="run ours as `nhwc-onnx convert` (default) or via nhwc_onnx.api")
+    parser.add_argument("--table", type=Path, metavar="JSON",
+                        help="only print the markdown table of an earlier results file")
     parser.add_argument("--profile", metavar="MODEL", help="profile one conversion of ours")
     parser.add_argument("--profiler", choices=["cprofile", "py-spy"], default="cprofile")
     args = parser.parse_args(argv)
 
+    if args.table:
+        print(markdown_table(json.loads(args.table.read_text())))
+        return 0
     if args.profile:
         model = bench_models.make(args.profile, args.cache, args.corpus).to_dict()
         print(profile(model, RESULTS / "profiles", args.profiler))
@@ -442,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = dt.datetime.now(dt.timezone.utc)
     results = {"date": stamp.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine_info(),
                "runs": args.runs, "ours_via": args.ours_via,
-               "ours_pythonpath": args.ours_pythonpath, "anchors": installed, "models": {}}
+               "ours_pythonpath": args.ours_pythonpath, "revision": source_revision(), "anchors": installed, "models": {}}
     for name in names:
         model = bench_models.make(name, args.cache, args.corpus).to_dict()
         entry = {k: model[k] for k in ("framework", "bytes", "weight_bytes", "available",
@@ -454,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
                                          args.scale_runs if big else args.runs, args.timeout,
                                          RESULTS / "work" / name, args.ours_via,
                                          {} if args.unsafe_anchors else UNSAFE_ANCHORS,
-                                         args.ours_pythonpath)
+                                         args.ours_pythonpath, args.pause)
             size = model["weight_bytes"] if big else model["bytes"]
             entry["targets"] = target_checks(name, entry["tools"], size)
             entry["load_avg_after"] = os.getloadavg()

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import NhwcOnnxError  # noqa: E402  (light; the rest is imported on first use)
+from .errors import NhwcOnnxError
 
-__all__ = ["__version__", "NhwcOnnxError", "convert", "check", "verify"]
+__all__ = ["NhwcOnnxError", "__version__", "check", "convert", "verify"]
 
 
 def __getattr__(name: str):

@@ -4,8 +4,8 @@ One failure never stops the others; the exit code is the worst one seen.
 """
 from __future__ import annotations
 
-import concurrent.futures as futures
 import time
+from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 

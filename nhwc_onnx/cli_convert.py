@@ -113,9 +113,9 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
     """
     options = _frontend_options(framework, weights, seed, input_names, output_names,
                                 input_shapes, batch, signature)
-    flags = dict(domain="" if domain == "default" else "nhwc",
-                 weights_as_constants=weights_as_constants, allow_transpose=allow_transpose,
-                 approximate_padding=approximate_padding)
+    flags = {"domain": "" if domain == "default" else "nhwc",
+             "weights_as_constants": weights_as_constants, "allow_transpose": allow_transpose,
+             "approximate_padding": approximate_padding}
     if len(sources) > 1 or output_dir:
         if output:
             raise click.UsageError("use --output-dir (not -o) with several sources")
@@ -238,8 +238,8 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 def format_report(report) -> str:
-    lines = [f"{report.source} -> {report.output} ({report.framework}, "
-             f"{report.timings.get('total', 0.0):.2f} s)"]
+    lines = [(f"{report.source} -> {report.output} ({report.framework}, "
+              f"{report.timings.get('total', 0.0):.2f} s)")]
     lines.append("  source ops: " + ", ".join(f"{k} x{v}" for k, v in report.source_ops.items()))
     lines.append("  dialect ops: " + ", ".join(f"{k} x{v}" for k, v in report.target_ops.items()))
     kinds: dict[str, int] = {}
@@ -254,8 +254,8 @@ def format_report(report) -> str:
 
 def format_verification(report) -> str:
     status = "MATCH" if report.ok else "MISMATCH"
-    lines = [f"verification: {status} (atol {report.atol:g}, rtol {report.rtol:g}, "
-             f"seed {report.seed})"]
+    lines = [(f"verification: {status} (atol {report.atol:g}, rtol {report.rtol:g}, "
+              f"seed {report.seed})")]
     for c in report.outputs:
         mark = "ok " if c.within else "BAD"
         lines.append(f"  {mark} {c.name}: shape {tuple(c.source_shape)}  max abs "

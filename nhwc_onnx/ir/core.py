@@ -28,7 +28,7 @@ DIALECT = "nhwc"  # domain of the 37 target ops
 class Value:
     """A tensor edge: produced by at most one node (or a graph input / constant), used by many."""
 
-    __slots__ = ("name", "dtype", "shape", "layout", "const", "_producer", "_uses", "meta")
+    __slots__ = ("_producer", "_uses", "const", "dtype", "layout", "meta", "name", "shape")
 
     def __init__(
         self,
@@ -92,7 +92,7 @@ def _dtype_name(array: np.ndarray) -> str:
 class Node:
     """One operation. ``attrs`` hold plain Python values: int, float, str, lists, ndarray."""
 
-    __slots__ = ("op", "domain", "name", "attrs", "_inputs", "outputs", "graph", "doc", "_seq")
+    __slots__ = ("_inputs", "_seq", "attrs", "doc", "domain", "graph", "name", "op", "outputs")
 
     def __init__(
         self,

@@ -96,7 +96,8 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
         prod.set_input(4, const(graph, np.ones(c), f"{name}/var"))
         prod.attrs["epsilon"] = 0.0
     elif prod.op in ("Conv", "ConvTranspose"):
-        w = np.asarray(const_of(prod.input(1)), np.float64)
+        scale = not np.all(a == 1)  # a bias add (fuse_bias) leaves the weights untouched
+        w = const_of(prod.input(1))
         group = int(prod.attrs.get("group", 1))
         if prod.op == "Conv":
             layout = prod.attrs.get("weight_layout", "OIHW")
@@ -106,18 +107,22 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
             grid = a[_transpose_out_channel(w, layout, group)]
         old_b = const_of(prod.input(2))
         bias = (np.zeros(a.shape[0]) if old_b is None else np.asarray(old_b, np.float64).reshape(-1))
-        prod.set_input(1, const(graph, w * grid, f"{name}/W"))
+        if scale:
+            prod.set_input(1, const(graph, np.multiply(w, grid, dtype=np.float64), f"{name}/W"))
         _set_bias(graph, prod, bias * a + b)
     else:  # Gemm / MatMul: output columns are the channels
-        w = np.asarray(const_of(prod.input(1)), np.float64)
+        w = const_of(prod.input(1))
         trans_b = prod.op == "Gemm" and int(prod.attrs.get("transB", 0))
-        w = w * (a[:, None] if trans_b else a[None, :])
+        scale = not np.all(a == 1)
+        if scale:
+            w = np.multiply(w, a[:, None] if trans_b else a[None, :], dtype=np.float64)
         c_in = prod.input(2) if prod.op == "Gemm" else None
         n = a.shape[0]
         old = np.zeros(n) if c_in is None else channel_vector(const_of(c_in), n, 2)
         beta = float(prod.attrs.get("beta", 1.0)) if prod.op == "Gemm" else 1.0
         bias = old * beta * a + b
-        prod.set_input(1, const(graph, w, f"{name}/W"))
+        if scale:
+            prod.set_input(1, const(graph, w, f"{name}/W"))
         if prod.op == "MatMul" and np.any(bias):
             prod.op = "Gemm"
             prod.attrs = {}

@@ -54,7 +54,7 @@ def _conv(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if why:
         return refuse(ctx, node, why)
     x = node.input(0)
-    w = _oihw(np.asarray(w, np.float64), node.attrs.get("weight_layout", "OIHW"))
+    w = _oihw(np.asarray(w), node.attrs.get("weight_layout", "OIHW"))
     m, cg, kh, kw = w.shape
     c_in, group = x.shape[3], int(node.attrs.get("group", 1))
     attrs = {"kernel_shape": [kh, kw], "strides": _pair(node, "strides", 1),

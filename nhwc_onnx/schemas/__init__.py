@@ -3,8 +3,13 @@
 Each dialect family module registers its schemas (ports, typed attributes, shape inference and
 the lowering to standard ONNX used by ``nhwc_onnx.runtime``) on import.
 """
-from . import core_ops  # noqa: F401  (registers CORE_OPS)
-from . import dialect_conv, dialect_elementwise, dialect_pool, dialect_tensor  # noqa: F401
+from . import (  # noqa: F401
+    core_ops,
+    dialect_conv,
+    dialect_elementwise,
+    dialect_pool,
+    dialect_tensor,
+)
 from .base import CORE_OPS, DIALECT_OPS, Attr, AttrKind, LayoutClass, OpSchema, Port, RuleError
 from .validate import infer_shapes, validate
 

@@ -83,7 +83,9 @@ def write_streaming(handle: BinaryIO, build: Callable[[Callable], onnx.ModelProt
     for tensor in graph.initializer:
         index = deferred_ids.get(id(tensor))
         header = tensor.SerializeToString(deterministic=True)
-        pieces.append((header, None if index is None else _little_endian(deferred[index])))
+        # Kept as given: a transposed view is made C-ordered only when written, one at a time
+        # (converting all here would hold a second copy of every such weight at once).
+        pieces.append((header, None if index is None else np.asarray(deferred[index])))
     graph_head, graph_tail = _split(graph, _GRAPH_BEFORE_INITIALIZERS, "initializer")
     graph.ClearField("initializer")
     model_head, model_tail = _split(proto, _MODEL_BEFORE_GRAPH, "graph")
@@ -105,6 +107,6 @@ def write_streaming(handle: BinaryIO, build: Callable[[Callable], onnx.ModelProt
         handle.write(header)
         if array is not None:
             handle.write(_tag(_TENSOR_RAW_DATA) + _varint(array.nbytes))
-            handle.write(memoryview(array).cast("B"))
+            handle.write(memoryview(_little_endian(array)).cast("B"))
     handle.write(graph_tail)
     handle.write(model_tail)

@@ -16,7 +16,7 @@ def _chain():
 
 
 def test_producer_and_uses_track_edges():
-    g, x, a, b, c = _chain()
+    _, x, a, b, c = _chain()
     assert a.output.producer() is a
     assert x.producer() is None
     assert sorted((n.name, i) for n, i in a.output.uses()) == [("b", 0), ("c", 0)]
@@ -24,7 +24,7 @@ def test_producer_and_uses_track_edges():
 
 
 def test_set_input_keeps_use_lists_right():
-    g, x, a, b, c = _chain()
+    _, x, _, b, c = _chain()
     c.set_input(1, x)
     assert (c, 1) in x.uses()
     assert b.output.uses() == []
@@ -40,7 +40,7 @@ def test_replace_all_uses_includes_graph_outputs():
 
 
 def test_remove_while_iterating_is_safe():
-    g, x, a, b, c = _chain()
+    g, _, a, b, _ = _chain()
     seen = []
     for node in g.nodes:
         seen.append(node.name)
@@ -85,7 +85,6 @@ def test_unique_names():
 
 
 def test_value_cannot_have_two_producers():
-    g = Graph()
     v = Value("v")
     Node("Relu", [], [v], name="p1")
     with pytest.raises(InvalidModelError, match="produced by both"):

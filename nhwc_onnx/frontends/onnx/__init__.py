@@ -21,8 +21,9 @@ from .registry import REGISTRY
 
 def load(path: str, options: FrontendOptions | None = None) -> Model:
     """Convert the ONNX model at ``path`` into a core-op Model."""
-    proto = read_model(str(path))
-    return OnnxImporter(proto, options or FrontendOptions(), REGISTRY, str(path)).run()
+    external: dict = {}
+    proto = read_model(str(path), external)
+    return OnnxImporter(proto, options or FrontendOptions(), REGISTRY, str(path), external).run()
 
 
 def load_proto(proto, options: FrontendOptions | None = None, source_file: str = "") -> Model:

@@ -81,8 +81,7 @@ class ShapeFolder:
     # -- shape inference --------------------------------------------------------------------
     def _infer(self, proto: onnx.ModelProto, input_shapes: dict[str, tuple],
                folded: dict[str, np.ndarray]) -> None:
-        model = onnx.ModelProto()
-        model.CopyFrom(proto)
+        model = _skeleton(proto)
         if folded:
             keep = [n for n in model.graph.node
                     if not all(o in folded for o in n.output if o)]
@@ -93,9 +92,10 @@ class ShapeFolder:
                 if name not in produced:
                     model.graph.initializer.append(onnx.numpy_helper.from_array(array, name))
         # Pinned inputs (constant_inputs) become initializers so inference sees their values.
-        inits = {t.name for t in model.graph.initializer}
+        inits = {t.name for t in proto.graph.initializer}
+        declared = {i.name for i in model.graph.input}
         for name, array in self.consts.items():
-            if name not in inits and any(i.name == name for i in model.graph.input):
+            if name not in inits and name in declared:
                 try:
                     model.graph.initializer.append(onnx.numpy_helper.from_array(array, name))
                 except (TypeError, ValueError):
@@ -233,3 +233,34 @@ def _predicted_size(node: onnx.NodeProto, feeds: dict[str, np.ndarray]) -> float
     except (ValueError, TypeError, OverflowError, IndexError):
         return float("inf")
     return 0.0
+
+
+SKELETON_MAX_ELEMENTS = 4096  # initializers kept with their values (shape tensors, small vectors)
+
+
+def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model for shape inference: big initializers become typed graph inputs.
+
+    Inference needs the values only of small tensors (Reshape shapes, Slice starts ...).
+    Copying and serializing the weights cost seconds on a 100 MB model, and a model over 2 GB
+    cannot be serialized at all (inference would silently be skipped).
+    """
+    model = onnx.ModelProto()
+    model.ir_version = proto.ir_version
+    model.opset_import.extend(proto.opset_import)
+    model.functions.extend(proto.functions)
+    src, g = proto.graph, model.graph
+    g.name = src.name
+    g.node.extend(src.node)
+    g.input.extend(src.input)
+    g.output.extend(src.output)
+    g.value_info.extend(src.value_info)
+    g.sparse_initializer.extend(src.sparse_initializer)
+    declared = {i.name for i in src.input}
+    for tensor in src.initializer:
+        if int(np.prod(tensor.dims, dtype=np.int64)) <= SKELETON_MAX_ELEMENTS:
+            g.initializer.append(tensor)
+        elif tensor.name not in declared:
+            g.input.append(onnx.helper.make_tensor_value_info(
+                tensor.name, tensor.data_type, list(tensor.dims)))
+    return model

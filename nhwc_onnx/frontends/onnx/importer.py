@@ -34,8 +34,9 @@ MAX_ELEMENTS = 1 << 31  # a graph input larger than this is an absurd shape, not
 
 class OnnxImporter:
     def __init__(self, proto: onnx.ModelProto, options: FrontendOptions, registry: OpRegistry,
-                 source_file: str = ""):
+                 source_file: str = "", external: dict | None = None):
         self.proto = proto
+        self.external = external or {}  # initializers read from external data, by name
         self.options = options
         self.registry = registry
         self.source_file = source_file
@@ -123,6 +124,9 @@ class OnnxImporter:
 
     def _read_constants(self, g: onnx.GraphProto) -> None:
         for init in g.initializer:
+            if init.name in self.external:
+                self.consts[init.name] = self.external[init.name]
+                continue
             try:
                 self.consts[init.name] = numpy_helper.to_array(init)
             except Exception as exc:  # onnx raises assorted types on corrupt tensors

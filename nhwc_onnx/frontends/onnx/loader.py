@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto
@@ -22,8 +23,12 @@ _FOREIGN_MAGIC = {
 }
 
 
-def read_model(path: str) -> onnx.ModelProto:
-    """Load and structurally check an ONNX model; raise ModelLoadError / InvalidModelError."""
+def read_model(path: str, external: dict | None = None) -> onnx.ModelProto:
+    """Load and structurally check an ONNX model; raise ModelLoadError / InvalidModelError.
+
+    With ``external`` (a dict), external initializers are read straight into numpy arrays
+    stored there by name, and stay out of the proto (no bytes object, no copy into protobuf).
+    """
     if not os.path.isfile(path):
         raise ModelLoadError(f"cannot read '{path}': no such file")
     try:
@@ -32,7 +37,8 @@ def read_model(path: str) -> onnx.ModelProto:
     except OSError as exc:
         raise ModelLoadError(f"cannot read '{path}': {exc.strerror or exc}") from exc
     model = parse_model_bytes(data, path)
-    load_external_data(model, os.path.dirname(os.path.abspath(path)), path)
+    del data  # the parsed message holds what it needs
+    load_external_data(model, os.path.dirname(os.path.abspath(path)), path, external)
     return model
 
 
@@ -108,9 +114,13 @@ def _tensors_with_external_data(model: onnx.ModelProto) -> list[TensorProto]:
     return [t for t in tensors if t.data_location == TensorProto.EXTERNAL]
 
 
-def load_external_data(model: onnx.ModelProto, base_dir: str, label: str) -> None:
-    """Read every external tensor's bytes into raw_data, refusing paths outside ``base_dir``."""
+def load_external_data(model: onnx.ModelProto, base_dir: str, label: str,
+                       arrays: dict | None = None) -> None:
+    """Read every external tensor's bytes into raw_data, refusing paths outside ``base_dir``.
+
+    Initializers go into ``arrays`` (name -> ndarray) instead, when it is given."""
     base_real = os.path.realpath(base_dir)
+    initializers = {t.name for t in model.graph.initializer} if arrays is not None else set()
     for tensor in _tensors_with_external_data(model):
         info = {e.key: e.value for e in tensor.external_data}
         location = info.get("location", "")
@@ -151,6 +161,13 @@ def load_external_data(model: onnx.ModelProto, base_dir: str, label: str) -> Non
                 f"{where}: external data length {length} does not match the tensor's "
                 f"{expected} bytes"
             )
+        if tensor.name in initializers and expected is not None:
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+            with open(full, "rb") as f:
+                f.seek(offset)
+                array = np.fromfile(f, dtype=dtype.newbyteorder("<"), count=length // dtype.itemsize)
+            arrays[tensor.name] = array.astype(dtype, copy=False).reshape(tuple(tensor.dims))
+            continue
         with open(full, "rb") as f:
             f.seek(offset)
             tensor.raw_data = f.read(length)
