@@ -40,6 +40,15 @@ def convert_binary(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1(_BINARY[node.op], [a, b])]
 
 
+@REGISTRY.register("Erfc")
+def convert_erfc(ctx: TFContext, node: TFNode) -> list[Value]:
+    """1 - erf(x) (Keras GELU). Expressed in core ops so that the passes report it together
+    with every other node the dialect cannot express, instead of stopping here first."""
+    erf = ctx.emit1("Erf", [ctx.input(0)], suffix="erf")
+    one = ctx.constant(np.ones((), dtype=np.dtype(erf.dtype or "float32")), "one")
+    return [ctx.emit1("Sub", [one, erf])]
+
+
 @REGISTRY.register("AddN")
 def convert_add_n(ctx: TFContext, node: TFNode) -> list[Value]:
     """Sum of all inputs."""

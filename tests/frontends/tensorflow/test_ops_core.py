@@ -178,3 +178,9 @@ def test_clip_select_broadcast_and_shape_arithmetic(tmp_path):
                 t.math.floordiv(x, 0.3))
 
     check_core(tmp_path, fn, {"x": rand(*X4)})
+
+
+def test_erfc_is_one_minus_erf(tmp_path):
+    t = tf()
+    model = check_core(tmp_path, lambda x: t.math.erfc(x), {"x": rand(2, 7, 5, 3, low=-3, high=3)})
+    assert {n.op for n in model.graph.nodes} - {"Identity"} == {"Erf", "Sub"}
