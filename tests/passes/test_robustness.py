@@ -56,7 +56,7 @@ def test_large_integer_nearest_upsampling_is_proved_without_a_loop_and_exact():
     model = b.model(y)
     start = time.perf_counter()
     convert(model)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 15.0  # a hang guard (the bug took minutes)
     assert model.graph.op_counts() == {"UpSampling2D": 1}
     x = rand(1, 4, 3, 2)
     assert max_err(run_dialect(model, x), x.repeat(3000, axis=1)) == 0
@@ -100,7 +100,7 @@ def test_evaluators_refuse_absurd_outputs_before_allocating(op, inputs):
     start = time.perf_counter()
     with pytest.raises(InvalidModelError, match="node 'big' .*absurd"):
         core_eval.evaluate_node(node, inputs)
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 15.0  # a hang guard (the bug took minutes)
 
 
 def test_evaluator_budget_allows_normal_outputs():
@@ -186,7 +186,7 @@ def test_tile_by_many_copies_uses_few_nodes_and_is_exact(reps):
     model = b.model(y)
     start = time.perf_counter()
     convert(model)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 15.0  # a hang guard (the bug took minutes)
     assert len(model.graph) <= 40
     x = rand(*shape)
     assert max_err(run_dialect(model, x), np.tile(x, reps)) == 0
@@ -209,4 +209,4 @@ def test_padding_proof_of_an_absurd_window_is_not_attempted():
     with pytest.raises(pm.WindowTooLarge, match="too large"):
         pm.source_windows(pm.resolve_axis(5, 1 << 40, 2, 1, 0, 0, "SAME_UPPER", False, False),
                           pm.MAX)
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 15.0  # a hang guard (the bug took minutes)
