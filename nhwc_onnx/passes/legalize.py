@@ -19,7 +19,16 @@ from ..ir import CORE, Graph, Node, Value
 from .base import Pass, PassContext, PassResult
 from .legalize_pool import dilated_max_pool
 from .legalize_tensor import TENSOR_HANDLERS, broadcast_to
-from .rewrite import become, channel_vector, const, const_of, emit, problem, refuse, remove_dead
+from .rewrite import (
+    apply_handlers,
+    become,
+    channel_vector,
+    const,
+    const_of,
+    emit,
+    problem,
+    refuse,
+)
 
 MAX_MATERIALISED_BYTES = 16 * 1024 * 1024
 
@@ -260,23 +269,16 @@ class Legalize(Pass):
 
     def call(self, model, ctx: PassContext) -> PassResult:
         graph = model.graph
-        graph.toposort()
-        modified = False
-        for node in graph.nodes:
-            if node.graph is None or node.domain != CORE:
-                continue
-            handler = HANDLERS.get(node.op)
-            if handler is None or _already_refused(ctx, node):
-                continue
-            if not all(v is None or v.shape is not None for v in (*node.inputs, *node.outputs)):
-                continue
-            source_op = node.op
-            if handler(graph, node, ctx):
-                modified = True
-                ctx.record("legalize", node.name, f"{source_op} rewritten into dialect ops",
-                           op=source_op)
-        if modified:
-            remove_dead(graph)
+
+        def ready(node: Node) -> bool:
+            return not _already_refused(ctx, node) and all(
+                v is None or v.shape is not None for v in (*node.inputs, *node.outputs))
+
+        done = apply_handlers(graph, ctx, HANDLERS, ready)
+        for node, source_op in done:
+            ctx.record("legalize", node.name, f"{source_op} rewritten into dialect ops",
+                       op=source_op)
+        modified = bool(done)
         problems = self._leftovers(graph, ctx)
         if problems:
             raise UnsupportedOpError(problems)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NodeProblem
-from ..ir import DIALECT, NHWC, Graph, Node, Value
+from ..ir import CORE, DIALECT, NHWC, Graph, Node, Value
 
 
 def become(node: Node, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any] | None = None,
@@ -108,6 +108,26 @@ def refuse(ctx, node: Node, reason: str) -> bool:
     ctx.record("select", node.name, f"{node.op}: {reason}", refused=True, op=node.op,
                reason=reason)
     return False
+
+
+def apply_handlers(graph: Graph, ctx, handlers: dict, ready) -> list[tuple[Node, str]]:
+    """Run each core node's handler in topological order where ``ready(node)``; a handler
+    returns True when it rewrote the node. Returns (node, its op before the rewrite) pairs, and
+    drops whatever the rewrites left unused."""
+    graph.toposort()
+    done = []
+    for node in graph.nodes:
+        if node.graph is None or node.domain != CORE:
+            continue
+        handler = handlers.get(node.op)
+        if handler is None or not ready(node):
+            continue
+        op = node.op
+        if handler(graph, node, ctx):
+            done.append((node, op))
+    if done:
+        remove_dead(graph)
+    return done
 
 
 def remove_dead(graph: Graph) -> int:

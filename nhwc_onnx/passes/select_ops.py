@@ -17,6 +17,7 @@ import numpy as np
 from ..ir import CORE, DIALECT, Graph, Node
 from .base import Pass, PassContext, PassResult
 from .rewrite import (
+    apply_handlers,
     become,
     channel_vector,
     const,
@@ -24,7 +25,6 @@ from .rewrite import (
     emit,
     positive_axis,
     refuse,
-    remove_dead,
 )
 from .select_spatial import SPATIAL_HANDLERS
 
@@ -379,22 +379,11 @@ class SelectOps(Pass):
     name = "select_ops"
 
     def call(self, model, ctx: PassContext) -> PassResult:
-        graph = model.graph
-        graph.toposort()
-        modified = False
-        for node in graph.nodes:
-            if node.graph is None or node.domain != CORE:
-                continue
-            handler = HANDLERS.get(node.op)
-            if handler is None or not _shapes_known(node):
-                continue
-            if handler(graph, node, ctx):
-                modified = True
-                if node.domain == DIALECT:
-                    ctx.record("select", node.name, f"-> {node.op}")
-        if modified:
-            remove_dead(graph)
-        return PassResult(modified)
+        done = apply_handlers(model.graph, ctx, HANDLERS, _shapes_known)
+        for node, _ in done:
+            if node.domain == DIALECT:
+                ctx.record("select", node.name, f"-> {node.op}")
+        return PassResult(bool(done))
 
 
 def _shapes_known(node: Node) -> bool:
