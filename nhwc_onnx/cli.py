@@ -329,8 +329,10 @@ def summary_line(name: str, array) -> str:
 
 def _register_source_commands() -> None:
     from .cli_convert import register
+    from .cli_lower import lower
 
     register(cli)
+    cli.add_command(lower)
 
 
 _register_source_commands()

@@ -130,3 +130,38 @@ def _lower_node(node: Node, low: OnnxLowerer) -> None:
     ins = [v.name if v is not None else None for v in node.inputs]
     outs = [v.name for v in node.outputs]
     schema.lower(node, low, ins, outs)
+
+
+# metadata_props key telling a reader that the file is a lowering, not a dialect model
+KEY_LOWERED_FROM = "lowered_from"
+
+
+def lower_for_export(model: Model) -> onnx.ModelProto:
+    """``lower_model`` plus the dialect model's metadata, for writing a standard ONNX file.
+
+    The graph's input and output names stay those of the dialect model, and so do their NHWC
+    layouts; ``io_permutations`` (and ``source_names``) are carried over unchanged so a reader
+    still knows how each graph input/output relates to the source model's layout.
+    """
+    import json
+
+    proto = lower_model(model)
+    proto.producer_name = "nhwc-onnx"
+    # Standard ONNX wants a shape on every graph output (the runtime path does without).
+    shapes = infer_shapes(model)
+    by_name = {v.name: v for v in model.graph.outputs}
+    for out in proto.graph.output:
+        value = by_name[out.name]
+        shape = value.shape if value.shape is not None else shapes.get(out.name)
+        out.CopyFrom(helper.make_tensor_value_info(out.name, _dtype_enum(value.dtype),
+                                                   _dims(shape) if shape is not None else []))
+    meta = {str(k): str(v) for k, v in model.metadata.items()}
+    if model.io_permutations:
+        perms = {k: [int(i) for i in p] for k, p in model.io_permutations.items()}
+        meta["io_permutations"] = json.dumps(perms, sort_keys=True, separators=(",", ":"))
+    meta[KEY_LOWERED_FROM] = "nhwc-onnx dialect"
+    for key, value in sorted(meta.items()):
+        entry = proto.metadata_props.add()
+        entry.key = key
+        entry.value = value
+    return proto

@@ -11,11 +11,12 @@ from .writer import (
     EXTERNAL_DATA_THRESHOLD,
     IR_VERSION,
     save,
+    save_bytes,
     to_bytes,
     to_onnx,
 )
 
 __all__ = [
     "DEFAULT_DOMAIN_OPSET", "DIALECT_OPSET_VERSION", "EXTERNAL_DATA_THRESHOLD", "IR_VERSION",
-    "from_onnx", "load", "parse_model_bytes", "save", "to_bytes", "to_onnx",
+    "from_onnx", "load", "parse_model_bytes", "save", "save_bytes", "to_bytes", "to_onnx",
 ]

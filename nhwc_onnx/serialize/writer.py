@@ -292,3 +292,29 @@ def _external_sink(path: Path, temps: list[Path]):
             entry.value = value
 
     return handle, sink
+
+
+def save_bytes(data: bytes, path: str | os.PathLike) -> Path:
+    """Write already serialized bytes to ``path`` atomically (same guarantees as ``save``)."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputPathError(f"{path}: is a directory, expected a file name for the model")
+    if path.exists() and not path.is_file():
+        raise OutputPathError(f"{path}: exists and is not a regular file")
+    temps: list[Path] = []
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = _temp_file(path, temps)
+        with handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(handle.name, _file_mode(path))
+        os.replace(handle.name, path)
+    except BaseException as exc:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OutputPathError(f"{path}: cannot write the output ({_reason(exc)})") from None
+        raise
+    return path

@@ -1,0 +1,49 @@
+"""``lower``: write a dialect model as standard ONNX (what ``nhwc_onnx.runtime`` executes)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The standard ONNX file to write.")
+@click.pass_obj
+def lower(settings, model_path: str, output: str) -> None:
+    """Write a dialect model as standard ONNX (opset 17) for any ONNX runtime or viewer.
+
+    Graph inputs and outputs keep their names and NHWC layout; the metadata keeps
+    io_permutations and source_names. Exit 0 ok, 1 invalid model, 2 unreadable input.
+    """
+    import onnx
+
+    from .errors import ConversionBugError, OutputPathError, SchemaValidationError
+    from .runtime.lower import lower_for_export
+    from .schemas import validate
+    from .serialize import load, save_bytes
+
+    src, out = Path(model_path), Path(output)
+    if out.exists() and src.exists() and os.path.samefile(src, out):
+        raise OutputPathError(f"{out}: the output would overwrite the input; choose another path")
+    model = load(model_path)
+    issues = validate(model)
+    if issues:
+        raise SchemaValidationError(issues, context=model_path)
+    proto = lower_for_export(model)
+    try:
+        data = proto.SerializeToString(deterministic=True)
+    except ValueError as exc:  # protobuf's 2 GiB limit
+        raise OutputPathError(f"{out}: the lowered model is too large for one file ({exc})") from None
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as exc:
+        raise ConversionBugError(f"{model_path}: the lowering is not valid ONNX ({exc})") from None
+    save_bytes(data, out)
+    if settings.verbosity >= 0:
+        click.echo(f"{model_path} -> {out}: standard ONNX opset {proto.opset_import[0].version}, "
+                   f"{len(proto.graph.node)} nodes")
+        for name, perm in sorted(model.io_permutations.items()):
+            click.echo(f"  layout: '{name}' permuted {perm} (feed/read it as NHWC)")
