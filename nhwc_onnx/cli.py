@@ -96,53 +96,38 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
 
 @cli.command()
 @click.argument("models", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="Human-readable report or JSON for machines.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]), default="text",
+              show_default=True, help="Human-readable report, JSON, or JUnit XML for CI.")
 @click.pass_obj
 def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
-    """Validate dialect models against every rule of the dialect.
+    """Validate dialect models (files, folders of *.onnx, or quoted globs) against the dialect.
 
     Exit 0 when all are valid, 1 when any is invalid, 2 when any cannot be read.
     """
-    from .errors import ModelLoadError
-    from .schemas import validate
-    from .serialize import load
+    from .check_report import check_file, expand_model_paths, no_match_result, summary, to_junit
 
-    results = []
-    for path in models:
-        try:
-            model = load(path)
-        except ModelLoadError as exc:
-            results.append({"path": path, "status": "unreadable", "error": str(exc),
-                            "nodes": 0, "issues": []})
-            continue
-        issues = validate(model)
-        results.append({
-            "path": path,
-            "status": "invalid" if issues else "valid",
-            "error": "",
-            "nodes": len(model.graph),
-            "issues": [i.to_dict() for i in issues],
-            "text": [str(i) for i in issues],
-        })
-    counts = {s: sum(1 for r in results if r["status"] == s)
-              for s in ("valid", "invalid", "unreadable")}
+    files, unmatched = expand_model_paths(models)
+    results = [check_file(path) for path in files] + [no_match_result(a) for a in unmatched]
+    counts = summary(results)
     if fmt == "json":
         for r in results:
             r.pop("text", None)
         click.echo(json.dumps({"files": results, "summary": counts}, indent=2))
+    elif fmt == "junit":
+        click.echo(to_junit(results))
     else:
         _print_check_report(results, counts, settings)
     if counts["unreadable"]:
         sys.exit(EXIT_UNREADABLE)
-    if counts["invalid"]:
+    if counts["invalid"] or counts.get("error"):
         sys.exit(EXIT_INVALID)
 
 
 def _print_check_report(results: list[dict], counts: dict, settings: Settings) -> None:
     for r in results:
-        if r["status"] == "unreadable":
-            click.echo(f"Error: {r['error']}", err=True)
+        if r["status"] in ("unreadable", "error"):
+            click.echo(f"Error: {r['path']}: {r['error']}" if r["status"] == "error"
+                       else f"Error: {r['error']}", err=True)
         elif r["status"] == "invalid":
             click.echo(f"{r['path']}: INVALID, {len(r['issues'])} problem(s)")
             for line in r["text"]:
@@ -150,8 +135,9 @@ def _print_check_report(results: list[dict], counts: dict, settings: Settings) -
         elif settings.verbosity >= 0:
             click.echo(f"{r['path']}: valid ({r['nodes']} nodes)")
     if len(results) > 1 and settings.verbosity >= 0:
+        errors = f", {counts['error']} internal error(s)" if counts.get("error") else ""
         click.echo(f"{len(results)} files: {counts['valid']} valid, {counts['invalid']} invalid, "
-                   f"{counts['unreadable']} unreadable")
+                   f"{counts['unreadable']} unreadable{errors}")
 
 
 # -- ops ----------------------------------------------------------------------------------------

@@ -89,13 +89,14 @@ def test_check_truncated_file_exit_2_one_line_no_traceback(invoke, examples, tmp
 def test_check_unreadable_inputs_of_every_kind(invoke, tmp_path):
     (tmp_path / "empty.onnx").write_bytes(b"")
     (tmp_path / "text.onnx").write_text("hello, I am not a model\n" * 10)
+    (tmp_path / "no_models").mkdir()
     result = invoke("check", tmp_path / "empty.onnx", tmp_path / "text.onnx",
-                    tmp_path / "missing.onnx", tmp_path)
+                    tmp_path / "missing.onnx", tmp_path / "no_models")
     assert result.exit_code == 2
     err = result.stderr.splitlines()
     assert len(err) == 4
     assert "empty file" in err[0] and "not an ONNX model" in err[1]
-    assert "no such file" in err[2] and "is a directory" in err[3]
+    assert "no such file" in err[2] and "holds no *.onnx file" in err[3]
     assert "4 files: 0 valid, 0 invalid, 4 unreadable" in result.stdout
 
 

@@ -74,7 +74,7 @@ def test_lowered_file_runs_in_onnxruntime_like_nhwc_onnx_run(tmp_path, invoke):
 
 
 def test_lower_refuses_invalid_model_and_writes_nothing(tmp_path, invoke, examples):
-    bad = sorted((examples / "invalid").glob("*.onnx"))[0]
+    bad = examples / "invalid" / "broken.onnx"
     out = tmp_path / "standard.onnx"
     result = invoke("lower", bad, "-o", out)
     assert result.exit_code == 1, result.output + result.stderr
