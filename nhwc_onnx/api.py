@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import ModelLoadError, OutputPathError, ValidationIssue
+from .errors import ModelLoadError, OutputPathError, UnsupportedOpError, ValidationIssue
 from .frontends.base import FrontendOptions
 from .ir import Model
 
@@ -117,11 +117,13 @@ def convert(
     weights_as_constants: bool = False,
     allow_transpose: bool = False,
     approximate_padding: bool = False,
+    exact_cut: bool = True,
 ) -> ConversionResult:
     """Convert ``source`` to the dialect; write ``output`` (atomically) when given.
 
     Raises a subclass of NhwcOnnxError when the model cannot be converted exactly; nothing is
-    written in that case.
+    written in that case. With ``exact_cut`` a refusal (UnsupportedOpError) carries the checked
+    exact cut in ``.exact_cut`` (see ``nhwc_onnx.cut``) and its message ends with it.
     """
     from .passes import PassContext
     from .passes.pipeline import to_dialect
@@ -139,19 +141,24 @@ def convert(
     report.options = _options_dict(options, domain, weights_as_constants, allow_transpose,
                                    approximate_padding)
     t0 = time.perf_counter()
-    model = load_source(src, fw, options)
-    t1 = time.perf_counter()
-    report.timings["load"] = t1 - t0
-    report.source_ops = _source_op_counts(model)
-    source_names = {v.name: v.meta.get("source_name", v.name)
-                    for v in model.graph.inputs + model.graph.outputs}
-    ctx = PassContext(options={
-        "input_shapes": options.input_shapes,
-        "batch": options.batch,
-        "allow_transpose": allow_transpose,
-        "approximate_padding": approximate_padding,
-    })
-    manager, ctx = to_dialect(model, ctx)
+    try:
+        model = load_source(src, fw, options)
+        t1 = time.perf_counter()
+        report.timings["load"] = t1 - t0
+        report.source_ops = _source_op_counts(model)
+        source_names = {v.name: v.meta.get("source_name", v.name)
+                        for v in model.graph.inputs + model.graph.outputs}
+        ctx = PassContext(options={
+            "input_shapes": options.input_shapes,
+            "batch": options.batch,
+            "allow_transpose": allow_transpose,
+            "approximate_padding": approximate_padding,
+        })
+        manager, ctx = to_dialect(model, ctx)
+    except UnsupportedOpError as exc:
+        if exact_cut:
+            _attach_exact_cut(exc, src, fw, options, allow_transpose, approximate_padding)
+        raise
     t2 = time.perf_counter()
     report.timings["passes"] = t2 - t1
     report.target_ops = model.graph.op_counts()
@@ -174,6 +181,12 @@ def convert(
         model.metadata["source_names"] = json.dumps(renamed, sort_keys=True)
     if model.io_permutations:
         model.metadata["io_permutations"] = json.dumps(model.io_permutations, sort_keys=True)
+    if options.outputs:
+        # A cut (or any chosen outputs): say where each output comes from and its layout.
+        model.metadata["requested_outputs"] = json.dumps([
+            {"name": v.name, "source_name": source_names.get(v.name, v.name),
+             "permutation": model.io_permutations.get(v.name)} for v in model.graph.outputs
+        ], sort_keys=True)
     if output is not None:
         from .serialize import save
 
@@ -181,6 +194,20 @@ def convert(
         report.timings["write"] = time.perf_counter() - t2
     report.timings["total"] = time.perf_counter() - t0
     return ConversionResult(model, report, str(output) if output is not None else None)
+
+
+def _attach_exact_cut(exc, src: Path, fw: str, options: FrontendOptions, allow_transpose: bool,
+                      approximate_padding: bool) -> None:
+    """Compute the checked exact cut of a refused conversion; end the message with it."""
+    from .cut import suggest
+
+    def try_convert(opts: FrontendOptions) -> None:
+        convert(src, framework=fw, options=opts, allow_transpose=allow_transpose,
+                approximate_padding=approximate_padding, exact_cut=False)
+
+    cut = suggest(str(src), fw, options, exc, try_convert)
+    exc.exact_cut = cut
+    exc.args = (f"{exc}\n{cut.line()}",)
 
 
 def _check_output_folder(out: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from .errors import EXIT_OK, EXIT_VERIFY_FAILED
+from .errors import EXIT_OK, EXIT_VERIFY_FAILED, UnsupportedOpError
 
 
 def _parse_shapes(values: tuple[str, ...]) -> dict[str, list[int]]:
@@ -132,7 +132,12 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
 
     source = sources[0]
     _progress(settings, f"converting {source} ...")
-    result = api_convert(source, output, framework=framework, options=options, **flags)
+    try:
+        result = api_convert(source, output, framework=framework, options=options, **flags)
+    except UnsupportedOpError as exc:
+        if report_path:  # the refusal and the exact cut, for machines
+            _write_json(Path(report_path), refusal_report(source, exc))
+        raise
     report = result.report
     for w in report.warnings:
         click.echo(f"Warning: {w}", err=True)
@@ -235,6 +240,13 @@ def _write_json(path: Path, data: dict) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def refusal_report(source: str, exc: UnsupportedOpError) -> dict:
+    cut = getattr(exc, "exact_cut", None)
+    return {"source": str(source), "status": "refused", "framework": exc.framework,
+            "refused": [{"node": p.node, "op": p.op, "reason": p.reason} for p in exc.problems],
+            "exact_cut": cut.to_dict() if cut is not None else None}
 
 
 def format_report(report) -> str:

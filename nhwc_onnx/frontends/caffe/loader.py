@@ -71,6 +71,8 @@ def _convert(path: str, options: FrontendOptions, weights_option: str | None
              ) -> tuple[Model, WeightSource]:
     net = read_prototxt(path)
     layers = inference_layers(net)
+    if options.outputs:
+        layers = _layers_for(layers, options.outputs)
     scan_layers(layers)
     # Read the (possibly huge) caffemodel only once the net is known to be convertible.
     weights = WeightSource.from_option(weights_option, options.seed)
@@ -109,6 +111,20 @@ def _convert(path: str, options: FrontendOptions, weights_option: str | None
     if b.preprocessing:
         model.metadata["preprocessing"] = json.dumps(b.preprocessing, sort_keys=True)
     return model, weights
+
+
+def _layers_for(layers: list[pb.LayerParameter], outputs: list[str]) -> list[pb.LayerParameter]:
+    """The layers the requested output blobs depend on (with in-place layers, a blob is its
+    last writer's version), so that layers after them are neither scanned nor converted."""
+    needed = set(outputs)
+    keep = []
+    for layer in reversed(layers):
+        tops = set(layer.top)
+        if tops & needed or (not layer.top and layer.type != "Silence"):
+            keep.append(layer)
+            needed -= tops
+            needed.update(layer.bottom)
+    return list(reversed(keep))
 
 
 def _outputs(b: CaffeBuilder, options: FrontendOptions) -> list:

@@ -1,0 +1,258 @@
+"""The exact cut: when a conversion is refused, the largest part of the source graph that
+converts exactly, as a list of output tensors the user can pass to ``--outputs``.
+
+The refused nodes come from the public error (``UnsupportedOpError.problems``). Every node that
+depends on a refused node is left out; the cut's outputs are the frontier: tensors computed
+from graph inputs by the remaining nodes and read by a left-out node, plus the original outputs
+that do not depend on a refused node. A cut is suggested only after converting it succeeded;
+a refusal found by that conversion (e.g. by a dialect pass) joins the refused set and the cut
+is computed again.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+from .errors import NhwcOnnxError, UnsupportedOpError
+from .frontends.base import FrontendOptions
+
+MAX_ROUNDS = 6  # conversions tried before giving up on a cut
+
+
+@dataclass
+class SourceNode:
+    name: str
+    op: str
+    inputs: list[str]  # tensor ids
+    outputs: list[str]
+
+
+@dataclass
+class SourceGraph:
+    """Framework-neutral topology of a source model, nodes in dependency order.
+
+    Tensor ids are unique; ``display`` maps an id to the name ``--outputs`` accepts (they
+    differ only for Caffe's in-place blobs)."""
+
+    nodes: list[SourceNode]
+    inputs: list[str]
+    outputs: list[str]
+    display: dict[str, str] = field(default_factory=dict)
+
+    def name_of(self, tensor: str) -> str:
+        return self.display.get(tensor, tensor)
+
+
+@dataclass
+class ExactCut:
+    """The suggestion: ``outputs`` (names for --outputs) convert ``converted`` of ``total``
+    computing source nodes; ``reason`` says why there is none when ``outputs`` is empty."""
+
+    outputs: list[str]
+    converted: int
+    total: int
+    refused: list[str]
+    reason: str = ""
+
+    @property
+    def fraction(self) -> float:
+        return self.converted / self.total if self.total else 0.0
+
+    def line(self) -> str:
+        if not self.outputs:
+            return f"no useful exact cut: {self.reason}"
+        return (f"to convert the part that is exact ({self.converted} of {self.total} source "
+                f"nodes): --outputs {','.join(self.outputs)}")
+
+    def to_dict(self) -> dict:
+        return {"outputs": list(self.outputs), "converted_nodes": self.converted,
+                "source_nodes": self.total, "fraction": round(self.fraction, 4),
+                "refused_nodes": list(self.refused), "reason": self.reason}
+
+
+# -- the cut on a topology ----------------------------------------------------------------------
+
+
+def compute_cut(graph: SourceGraph, refused: set[str]) -> tuple[list[str], int, int]:
+    """(frontier tensor ids, computing nodes kept, computing nodes in all) for ``refused``."""
+    producer = {t: n for n in graph.nodes for t in n.outputs}
+    live = set(graph.inputs)  # tensors that depend on a graph input (not constants)
+    tainted: set[str] = set()  # nodes that depend on a refused node
+    computing = []
+    for node in graph.nodes:
+        if any(t in live for t in node.inputs):
+            live.update(node.outputs)
+            computing.append(node)
+        if node.name in refused or any(
+                producer.get(t) is not None and producer[t].name in tainted for t in node.inputs):
+            tainted.add(node.name)
+    frontier: dict[str, None] = {}
+    live -= set(graph.inputs)  # a graph input is no output worth suggesting
+    for node in graph.nodes:
+        if node.name not in tainted:
+            continue
+        for t in node.inputs:
+            p = producer.get(t)
+            if t in live and p is not None and p.name not in tainted:
+                frontier[t] = None
+    for t in graph.outputs:
+        p = producer.get(t)
+        if t in live and p is not None and p.name not in tainted:
+            frontier[t] = None
+    # nodes the frontier needs
+    needed, kept = set(frontier), set()
+    for node in reversed(graph.nodes):
+        if any(t in needed for t in node.outputs):
+            kept.add(node.name)
+            needed.update(node.inputs)
+    converted = sum(1 for n in computing if n.name in kept)
+    return list(frontier), converted, len(computing)
+
+
+def locate(graph: SourceGraph, problem_nodes: list[str]) -> tuple[set[str], list[str]]:
+    """Source node names for the names in problems (a pass may name a node after its source
+    node plus a suffix, e.g. 'norm1.scale'); also the names that match no source node."""
+    names = {n.name for n in graph.nodes}
+    found, unknown = set(), []
+    for name in problem_nodes:
+        if name in names:
+            found.add(name)
+            continue
+        best = ""
+        for candidate in names:
+            if (len(candidate) > len(best) and name.startswith(candidate)
+                    and name[len(candidate)] in "./:_-"):
+                best = candidate
+        if best:
+            found.add(best)
+        else:
+            unknown.append(name)
+    return found, unknown
+
+
+# -- reading topologies -------------------------------------------------------------------------
+
+
+def source_graph(path: str, framework: str, options: FrontendOptions) -> SourceGraph:
+    if framework == "onnx":
+        return _onnx_graph(path, options)
+    if framework == "caffe":
+        return _caffe_graph(path)
+    if framework == "tf":
+        return _tf_graph(path, options)
+    raise ValueError(f"no exact cut for framework '{framework}'")
+
+
+def _onnx_graph(path: str, options: FrontendOptions) -> SourceGraph:
+    from .frontends.onnx.loader import read_model
+    from .frontends.onnx.structure import node_names, topological_order
+
+    g = read_model(path).graph
+    order = topological_order(g)
+    names = node_names(order)
+    consts = {t.name for t in g.initializer}
+    inputs = list(options.inputs or [i.name for i in g.input if i.name not in consts])
+    nodes = [SourceNode(names[id(n)], n.op_type, [i for i in n.input if i],
+                        [o for o in n.output if o]) for n in order]
+    return SourceGraph(nodes, inputs, [o.name for o in g.output])
+
+
+def _caffe_graph(path: str) -> SourceGraph:
+    from .frontends.caffe.prototxt import inference_layers, read_prototxt
+
+    net = read_prototxt(path)
+    version: dict[str, str] = {}  # blob -> current tensor id
+    display: dict[str, str] = {}
+    inputs: list[str] = []
+    consumed: set[str] = set()
+
+    def new_id(blob: str) -> str:
+        tid = blob if blob not in display.values() else f"{blob}@{len(display)}"
+        display[tid] = blob
+        version[blob] = tid
+        return tid
+
+    for blob in net.input:
+        inputs.append(new_id(blob))
+    nodes = []
+    for layer in inference_layers(net):
+        ins = [version.get(b, b) for b in layer.bottom]
+        consumed.update(ins)
+        outs = [new_id(t) for t in layer.top]
+        if not layer.bottom and layer.type != "Silence":
+            inputs += outs  # Input / data layers
+        nodes.append(SourceNode(layer.name, layer.type, ins, outs))
+    final = set(version.values())
+    outputs = [t for n in nodes for t in n.outputs if t in final and t not in consumed]
+    return SourceGraph(nodes, inputs, outputs, display)
+
+
+def _tf_graph(path: str, options: FrontendOptions) -> SourceGraph:
+    from .frontends.tensorflow import KERAS_SUFFIXES
+    from .frontends.tensorflow.graph_prep import prepare
+    from .frontends.tensorflow.reader import read_graphdef
+    from .frontends.tensorflow.tfnodes import ref_name
+
+    if os.path.isdir(path) or path.lower().endswith(KERAS_SUFFIXES):
+        from .frontends.tensorflow.savedmodel import load_frozen
+
+        graph_def, buffer, _label, options = load_frozen(path, options)
+    else:
+        graph_def, buffer = read_graphdef(path)
+    prepared = prepare(graph_def, options.inputs, options.outputs, buffer)
+    used: dict[str, set[int]] = {}
+    for node in prepared.order:
+        for name, index in node.inputs:
+            used.setdefault(name, set()).add(index)
+    for name, index in prepared.outputs:
+        used.setdefault(name, set()).add(index)
+    inputs = {ref_name(r) for r in prepared.inputs}
+    nodes = []
+    for node in prepared.order:
+        outs = [ref_name((node.name, i)) for i in sorted(used.get(node.name, {0}))]
+        ins = [ref_name(r) for r in node.inputs]
+        if any(o in inputs for o in outs):
+            ins = []  # an input placeholder (possibly an internal node named with --inputs)
+        nodes.append(SourceNode(node.name, node.op, ins, outs))
+    display = {t: t[:-2] for n in nodes for t in n.outputs if t.endswith(":0")}
+    return SourceGraph(nodes, sorted(inputs), [ref_name(r) for r in prepared.outputs], display)
+
+
+# -- the suggestion -----------------------------------------------------------------------------
+
+
+def suggest(source: str, framework: str, options: FrontendOptions, error: UnsupportedOpError,
+            try_convert) -> ExactCut:
+    """The checked exact cut for a refused conversion. ``try_convert(options)`` converts the
+    source with other options and raises like ``convert`` (it must not suggest cuts itself)."""
+    try:
+        graph = source_graph(os.fspath(source), framework, options)
+    except (NhwcOnnxError, OSError, ValueError) as exc:
+        return ExactCut([], 0, 0, [p.node for p in error.problems],
+                        f"the source graph could not be read again ({exc})")
+    refused, unknown = locate(graph, [p.node for p in error.problems])
+    for _ in range(MAX_ROUNDS):
+        if unknown:
+            return ExactCut([], 0, 0, sorted(refused),
+                            f"refused node(s) {', '.join(unknown)} are not source nodes")
+        frontier, converted, total = compute_cut(graph, refused)
+        cut = ExactCut([graph.name_of(t) for t in frontier], converted, total, sorted(refused))
+        if not frontier or converted == 0:
+            cut.outputs = []
+            cut.reason = "every computing node depends on a refused node"
+            return cut
+        try:
+            try_convert(replace(options, outputs=cut.outputs))
+        except UnsupportedOpError as again:
+            more, unknown = locate(graph, [p.node for p in again.problems])
+            if more <= refused and not unknown:
+                cut.outputs, cut.reason = [], f"converting the cut is refused too ({again})"
+                return cut
+            refused |= more
+            continue
+        except NhwcOnnxError as exc:
+            first = str(exc).splitlines()[0]
+            cut.outputs, cut.reason = [], f"converting the cut fails ({first})"
+            return cut
+        return cut
+    return ExactCut([], 0, 0, sorted(refused), f"no convertible cut after {MAX_ROUNDS} tries")
