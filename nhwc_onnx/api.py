@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,13 +118,16 @@ def convert(
     allow_transpose: bool = False,
     approximate_padding: bool = False,
     exact_cut: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> ConversionResult:
     """Convert ``source`` to the dialect; write ``output`` (atomically) when given.
 
     Raises a subclass of NhwcOnnxError when the model cannot be converted exactly; nothing is
     written in that case. With ``exact_cut`` a refusal (UnsupportedOpError) carries the checked
     exact cut in ``.exact_cut`` (see ``nhwc_onnx.cut``) and its message ends with it.
+    ``progress(stage)`` is called as each stage starts: load, passes, cut, write, done.
     """
+    stage = progress or (lambda _name: None)
     from .passes import PassContext
     from .passes.pipeline import to_dialect
 
@@ -142,6 +145,7 @@ def convert(
                                    approximate_padding)
     t0 = time.perf_counter()
     try:
+        stage("load")
         model = load_source(src, fw, options)
         t1 = time.perf_counter()
         report.timings["load"] = t1 - t0
@@ -154,9 +158,11 @@ def convert(
             "allow_transpose": allow_transpose,
             "approximate_padding": approximate_padding,
         })
+        stage("passes")
         manager, ctx = to_dialect(model, ctx)
     except UnsupportedOpError as exc:
         if exact_cut:
+            stage("cut")
             _attach_exact_cut(exc, src, fw, options, allow_transpose, approximate_padding)
         raise
     t2 = time.perf_counter()
@@ -190,9 +196,11 @@ def convert(
     if output is not None:
         from .serialize import save
 
+        stage("write")
         save(model, output, domain=domain, weights_as_constants=weights_as_constants)
         report.timings["write"] = time.perf_counter() - t2
     report.timings["total"] = time.perf_counter() - t0
+    stage("done")
     return ConversionResult(model, report, str(output) if output is not None else None)
 
 

@@ -72,14 +72,29 @@ def convert_many(sources, out_dir: Path, framework, options, flags, jobs: int, d
     outputs = output_names(list(sources), out_dir)
     args = [(str(s), str(o), framework, options, flags, do_verify, atol, rtol)
             for s, o in zip(sources, outputs)]
-    if jobs <= 1:
-        outcomes = [convert_one(*a) for a in args]
-    else:
-        with futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-            outcomes = list(pool.map(convert_one, *zip(*args)))
+    from .progress import BatchBar, wanted
+
+    bar = BatchBar(len(args), wanted(quiet))
+    try:
+        if jobs <= 1:
+            outcomes = [_reported(bar, convert_one(*a)) for a in args]
+        else:
+            with futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+                pending = [pool.submit(convert_one, *a) for a in args]
+                for done in futures.as_completed(pending):
+                    _reported(bar, done.result())
+                outcomes = [f.result() for f in pending]
+    finally:
+        bar.close()
     if not quiet or any(o.status != "ok" for o in outcomes):
         click.echo(format_table(outcomes))
     return max((o.exit_code for o in outcomes), default=EXIT_OK)
+
+
+def _reported(bar, outcome: BatchOutcome) -> BatchOutcome:
+    bar.finished(outcome.source, outcome.status, outcome.seconds,
+                 outcome.message if outcome.status != "ok" else "")
+    return outcome
 
 
 def format_table(outcomes: list[BatchOutcome]) -> str:

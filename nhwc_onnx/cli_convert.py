@@ -129,11 +129,13 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
     if not output:
         raise click.UsageError("missing -o/--output")
     from .api import convert as api_convert
+    from .progress import StageReporter, wanted
 
     source = sources[0]
-    _progress(settings, f"converting {source} ...")
+    stages = StageReporter(source, wanted(settings.verbosity < 0))
     try:
-        result = api_convert(source, output, framework=framework, options=options, **flags)
+        result = api_convert(source, output, framework=framework, options=options,
+                             progress=stages, **flags)
     except UnsupportedOpError as exc:
         if report_path:  # the refusal and the exact cut, for machines
             _write_json(Path(report_path), refusal_report(source, exc))
@@ -146,7 +148,7 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
     if do_verify:
         from .api import verify as api_verify
 
-        _progress(settings, "verifying against the source runtime ...")
+        stages("verify")
         verification = api_verify(source, result.model, framework=report.framework,
                                   options=options, seed=seed, atol=atol, rtol=rtol, bisect=bisect)
         if not verification.ok:
