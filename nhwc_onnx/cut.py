@@ -53,6 +53,7 @@ class ExactCut:
     total: int
     refused: list[str]
     reason: str = ""
+    dropped_shapes: list[str] = field(default_factory=list)  # --input-shape of unread inputs
 
     @property
     def fraction(self) -> float:
@@ -61,20 +62,26 @@ class ExactCut:
     def line(self) -> str:
         if not self.outputs:
             return f"no useful exact cut: {self.reason}"
+        dropped = (f" (and no --input-shape for {', '.join(self.dropped_shapes)}: the cut does "
+                   "not read it)") if self.dropped_shapes else ""
         return (f"to convert the part that is exact ({self.converted} of {self.total} source "
-                f"nodes): --outputs {','.join(self.outputs)}")
+                f"nodes){dropped}: --outputs {','.join(self.outputs)}")
 
     def to_dict(self) -> dict:
         return {"outputs": list(self.outputs), "converted_nodes": self.converted,
                 "source_nodes": self.total, "fraction": round(self.fraction, 4),
-                "refused_nodes": list(self.refused), "reason": self.reason}
+                "refused_nodes": list(self.refused), "reason": self.reason,
+                "dropped_input_shapes": list(self.dropped_shapes)}
 
 
 # -- the cut on a topology ----------------------------------------------------------------------
 
 
-def compute_cut(graph: SourceGraph, refused: set[str]) -> tuple[list[str], int, int]:
-    """(frontier tensor ids, computing nodes kept, computing nodes in all) for ``refused``."""
+def compute_cut(graph: SourceGraph, refused: set[str], blocked: frozenset[str] = frozenset()
+                ) -> tuple[list[str], int, int]:
+    """(frontier tensor ids, computing nodes kept, computing nodes in all) for ``refused``
+    nodes and ``blocked`` tensors (refused as such, e.g. a graph input of another type: no
+    cut output, and their readers are refused)."""
     producer = {t: n for n in graph.nodes for t in n.outputs}
     live = set(graph.inputs)  # tensors that depend on a graph input (not constants)
     tainted: set[str] = set()  # nodes that depend on a refused node
@@ -83,11 +90,11 @@ def compute_cut(graph: SourceGraph, refused: set[str]) -> tuple[list[str], int, 
         if any(t in live for t in node.inputs):
             live.update(node.outputs)
             computing.append(node)
-        if node.name in refused or any(
-                producer.get(t) is not None and producer[t].name in tainted for t in node.inputs):
+        if node.name in refused or any(t in blocked or (
+                producer.get(t) is not None and producer[t].name in tainted) for t in node.inputs):
             tainted.add(node.name)
     frontier: dict[str, None] = {}
-    live -= set(graph.inputs)  # a graph input is no output worth suggesting
+    live -= set(graph.inputs) | blocked  # a graph input is no output worth suggesting
     for node in graph.nodes:
         if node.name not in tainted:
             continue
@@ -109,14 +116,32 @@ def compute_cut(graph: SourceGraph, refused: set[str]) -> tuple[list[str], int, 
     return list(frontier), converted, len(computing)
 
 
-def locate(graph: SourceGraph, problem_nodes: list[str]) -> tuple[set[str], list[str]]:
-    """Source node names for the names in problems (a pass may name a node after its source
-    node plus a suffix, e.g. 'norm1.scale'); also the names that match no source node."""
+def inputs_needed(graph: SourceGraph, frontier: list[str]) -> set[str]:
+    """Names of the graph inputs the frontier depends on."""
+    needed = set(frontier)
+    for node in reversed(graph.nodes):
+        if any(t in needed for t in node.outputs):
+            needed.update(node.inputs)
+    return {graph.name_of(t) for t in graph.inputs if t in needed}
+
+
+def locate(graph: SourceGraph, problem_nodes: list[str]
+           ) -> tuple[set[str], set[str], list[str]]:
+    """Source nodes and tensors named by the problems, and the names that match neither.
+
+    A pass may name a node after its source node plus a suffix (e.g. 'norm1.scale'); a
+    frontend may name a graph input or output tensor (e.g. one of an unsupported type)."""
     names = {n.name for n in graph.nodes}
-    found, unknown = set(), []
+    tensors = {t: t for n in graph.nodes for t in n.outputs}
+    tensors.update({t: t for t in graph.inputs})
+    tensors.update({graph.name_of(t): t for t in list(tensors)})
+    found, blocked, unknown = set(), set(), []
     for name in problem_nodes:
         if name in names:
             found.add(name)
+            continue
+        if name in tensors:
+            blocked.add(tensors[name])
             continue
         best = ""
         for candidate in names:
@@ -127,7 +152,7 @@ def locate(graph: SourceGraph, problem_nodes: list[str]) -> tuple[set[str], list
             found.add(best)
         else:
             unknown.append(name)
-    return found, unknown
+    return found, blocked, unknown
 
 
 # -- reading topologies -------------------------------------------------------------------------
@@ -230,25 +255,33 @@ def suggest(source: str, framework: str, options: FrontendOptions, error: Unsupp
     except (NhwcOnnxError, OSError, ValueError) as exc:
         return ExactCut([], 0, 0, [p.node for p in error.problems],
                         f"the source graph could not be read again ({exc})")
-    refused, unknown = locate(graph, [p.node for p in error.problems])
+    refused, blocked, unknown = locate(graph, [p.node for p in error.problems])
     for _ in range(MAX_ROUNDS):
         if unknown:
             return ExactCut([], 0, 0, sorted(refused),
                             f"refused node(s) {', '.join(unknown)} are not source nodes")
-        frontier, converted, total = compute_cut(graph, refused)
-        cut = ExactCut([graph.name_of(t) for t in frontier], converted, total, sorted(refused))
+        frontier, converted, total = compute_cut(graph, refused, frozenset(blocked))
+        cut = ExactCut([graph.name_of(t) for t in frontier], converted, total,
+                       sorted(refused | blocked))
         if not frontier or converted == 0:
             cut.outputs = []
             cut.reason = "every computing node depends on a refused node"
             return cut
+        # An input the cut does not read is no input of the cut: its shape option must go.
+        needed = inputs_needed(graph, frontier)
+        unread = sorted(n for n in options.input_shapes
+                        if n not in needed and n.split(":")[0] not in needed)
+        cut.dropped_shapes = unread
+        shapes = {k: v for k, v in options.input_shapes.items() if k not in unread}
         try:
-            try_convert(replace(options, outputs=cut.outputs))
+            try_convert(replace(options, outputs=cut.outputs, input_shapes=shapes))
         except UnsupportedOpError as again:
-            more, unknown = locate(graph, [p.node for p in again.problems])
-            if more <= refused and not unknown:
+            more, more_blocked, unknown = locate(graph, [p.node for p in again.problems])
+            if more <= refused and more_blocked <= blocked and not unknown:
                 cut.outputs, cut.reason = [], f"converting the cut is refused too ({again})"
                 return cut
             refused |= more
+            blocked |= more_blocked
             continue
         except NhwcOnnxError as exc:
             first = str(exc).splitlines()[0]
