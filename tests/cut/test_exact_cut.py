@@ -214,3 +214,50 @@ def test_tensorflow_refusal_suggests_a_cut_that_converts_and_matches_tensorflow(
     got = run_dialect(model, _nhwc_feeds(model, {v.name: x for v in model.graph.inputs}))
     recorded = [{**e, "source_name": e["source_name"].split(":")[0]} for e in recorded]
     _assert_outputs_match(model, recorded, got, expected)
+
+
+def test_problems_name_source_nodes_pass_nodes_and_tensors():
+    from nhwc_onnx.cut import locate
+
+    g = SourceGraph(nodes=[SourceNode("block/norm", "LRN", ["x"], ["block/norm:0"]),
+                           SourceNode("block", "Relu", ["block/norm:0"], ["y:0"])],
+                    inputs=["x"], outputs=["y:0"], display={"y:0": "y"})
+    # a pass's node named after its source node; a graph output named as a tensor; a stranger
+    found, blocked, unknown = locate(g, ["block/norm.scale", "y", "elsewhere"])
+    assert found == {"block/norm"} and blocked == {"y:0"} and unknown == ["elsewhere"]
+
+
+def test_refusal_by_a_dialect_pass_gets_a_checked_cut(tmp_path):
+    """Sqrt and Reciprocal convert in the ONNX frontend, but no dialect op computes them
+    exactly: the refusal comes from the dialect passes, after the frontend succeeded."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Sqrt", ["r"], ["q"], name="root"),
+        helper.make_node("Reciprocal", ["q"], ["y"], name="inverse"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    proto.ir_version = 8
+    source = tmp_path / "model.onnx"
+    onnx.save(proto, str(source))
+    from nhwc_onnx.api import load_source
+    from nhwc_onnx.frontends.base import FrontendOptions
+
+    load_source(source, "onnx", FrontendOptions())  # the frontend alone accepts it
+    outputs, model, recorded = _refuse_then_follow(tmp_path, source)
+    assert outputs == ["r"]
+    proto.graph.output.extend(helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+                              for n in outputs)
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((1, 3, 5, 7)).astype(np.float32)
+    expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"x": x})))
+    _assert_outputs_match(model, recorded, run_dialect(model, _nhwc_feeds(model, {"x": x})),
+                          expected)
