@@ -261,3 +261,23 @@ def test_refusal_by_a_dialect_pass_gets_a_checked_cut(tmp_path):
     expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"x": x})))
     _assert_outputs_match(model, recorded, run_dialect(model, _nhwc_feeds(model, {"x": x})),
                           expected)
+
+
+def test_the_cut_is_converted_before_it_is_suggested(tmp_path):
+    """The frontend refuses only Sin; the first cut (q) would then be refused by the passes
+    (Sqrt): converting it finds that, and the suggestion moves up to r."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Sqrt", ["r"], ["q"], name="root"),
+        helper.make_node("Sin", ["q"], ["y"], name="sin"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    proto.ir_version = 8
+    source = tmp_path / "model.onnx"
+    onnx.save(proto, str(source))
+    result = _convert(source, "-o", tmp_path / "m.onnx")
+    assert "node 'root'" not in result.stderr  # the first refusal names Sin only
+    assert _suggested(result) == ["r"]
