@@ -207,13 +207,17 @@ def convert(
 def _attach_exact_cut(exc, src: Path, fw: str, options: FrontendOptions, allow_transpose: bool,
                       approximate_padding: bool) -> None:
     """Compute the checked exact cut of a refused conversion; end the message with it."""
-    from .cut import suggest
+    from .cut import ExactCut, suggest
 
     def try_convert(opts: FrontendOptions) -> None:
         convert(src, framework=fw, options=opts, allow_transpose=allow_transpose,
                 approximate_padding=approximate_padding, exact_cut=False)
 
-    cut = suggest(str(src), fw, options, exc, try_convert)
+    try:
+        cut = suggest(str(src), fw, options, exc, try_convert)
+    except Exception as failure:  # noqa: BLE001 - the refusal stays the error, whatever happens
+        cut = ExactCut([], 0, 0, [p.node for p in exc.problems],
+                       f"computing it failed ({type(failure).__name__}: {failure})")
     exc.exact_cut = cut
     exc.args = (f"{exc}\n{cut.line()}",)
 
