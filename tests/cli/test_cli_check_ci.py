@@ -156,3 +156,18 @@ def test_pre_commit_hook_passes_on_valid_and_fails_on_broken_models(tmp_path, ex
     assert "Failed" in bad.stdout
     assert "models/broken.onnx: INVALID, 3 problem(s)" in bad.stdout
     assert "README.txt" not in bad.stdout
+
+
+def test_readme_hook_snippets_use_the_published_hook():
+    import re
+
+    import yaml
+
+    hook = _hook_definition()
+    section = (REPO / "README.md").read_text().split("\n## Use in CI\n", 1)[1].split("\n## ")[0]
+    configs = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)]
+    assert len(configs) == 2
+    hooks = [h for c in configs for r in c["repos"] for h in r["hooks"]]
+    assert {h["id"] for h in hooks} == {hook["id"]}
+    local = next(r for c in configs for r in c["repos"] if r["repo"] == "local")["hooks"][0]
+    assert local["entry"] == hook["entry"] and local["files"] == hook["files"]
