@@ -158,7 +158,22 @@ def _is_nchw_data_input(node: Node, index: int) -> bool:
     if node.op == "BatchNormalization":
         rank = node.inputs[0].rank
         return rank == 4 and node.attrs.get("axis", 1) in (1, -3)
+    if node.op == "Resize":
+        return _resizes_nchw_image(node)
     return node.op in SPATIAL_OPS and node.attrs.get("data_format", "NCHW") == "NCHW"
+
+
+def _resizes_nchw_image(node: Node) -> bool:
+    """A rank-4 Resize that keeps axes 0 and 1 and scales 2 or 3 (F.interpolate) resizes an
+    NCHW image; the dialect's UpSampling2D wants it stored NHWC."""
+    shape = node.inputs[0].shape
+    if node.inputs[0].layout not in (None, NCHW) or shape is None or len(shape) != 4:
+        return False
+    scales = node.attrs.get("scales")
+    if scales is None and node.attrs.get("sizes") is not None:
+        scales = [m / n if n else 0 for m, n in zip(node.attrs["sizes"], shape)]
+    return (scales is not None and len(scales) == 4 and list(scales[:2]) == [1, 1]
+            and list(scales[2:]) != [1, 1])
 
 
 def downstream(v: Value) -> tuple[set[int], bool]:

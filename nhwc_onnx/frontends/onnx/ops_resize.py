@@ -57,7 +57,11 @@ def upsample(ctx: NodeCtx) -> None:
 
 @REGISTRY.register("Resize")
 def resize(ctx: NodeCtx) -> None:
-    """Resize-10/11/13/18/19 with nearest or linear interpolation."""
+    """Resize-10/11/13/18/19 nearest / linear; other attributes judged by their effect.
+
+    cubic_coeff_a and extrapolation_value are ignored outside cubic / tf_crop_and_resize;
+    antialias=1 converts when upsampling linear; exclude_outside=1 only with antialiased
+    linear; keep_aspect_ratio_policy must be 'stretch'."""
     if ctx.version < 11:
         _legacy(ctx, ctx.require_const(1, "scales"))
         return
@@ -68,8 +72,6 @@ def resize(ctx: NodeCtx) -> None:
     nearest = ctx.attr("nearest_mode", "round_prefer_floor")
     if mode == "nearest" and nearest not in _NEAREST_MODES:
         ctx.refuse(f"nearest_mode '{nearest}' is not supported")
-    if int(ctx.attr("antialias", 0)):
-        ctx.refuse("antialias=1 is not supported")
     scales = ctx.require_const(2, "scales") if ctx.has_input(2) else None
     sizes = ctx.require_const(3, "sizes") if ctx.has_input(3) else None
     if scales is not None and scales.size == 0:
@@ -78,8 +80,7 @@ def resize(ctx: NodeCtx) -> None:
         sizes = None
     if (scales is None) == (sizes is None):
         ctx.refuse("exactly one of scales and sizes must be given")
-    if sizes is not None and ctx.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
-        ctx.refuse("keep_aspect_ratio_policy other than 'stretch' is not supported")
+    _check_mode_attributes(ctx, mode, scales, sizes)
     attrs = {"mode": mode, "coordinate_transformation_mode": ctm}
     if mode == "nearest":
         attrs["nearest_mode"] = nearest
@@ -93,6 +94,57 @@ def resize(ctx: NodeCtx) -> None:
                 f"node '{ctx.name}' ({ctx.op}): output sizes {sizes} must all be >= 1")
         attrs["sizes"] = _full_rank(ctx, sizes, axes, ctx.shape(0))
     ctx.emit("Resize", [ctx.require_input(0, "X")], attrs)
+
+
+def _check_mode_attributes(ctx: NodeCtx, mode: str, scales, sizes) -> None:
+    """Attributes judged by their effect in this mode, not by their presence (PyTorch's
+    exporters write cubic_coeff_a, exclude_outside, extrapolation_value,
+    keep_aspect_ratio_policy and antialias on every Resize). Only a value that changes the
+    result is refused, naming the value that would convert."""
+    # cubic_coeff_a weighs cubic taps only; extrapolation_value fills samples outside the
+    # crop box of tf_crop_and_resize only: both modes are refused above, so here no-ops.
+    ctx.attr("cubic_coeff_a")
+    ctx.attr("extrapolation_value")
+    antialias = int(ctx.attr("antialias", 0))
+    if antialias and mode == "nearest":
+        ctx.refuse("antialias=1 is defined for linear and cubic only (runtimes reject it "
+                   "with nearest); antialias=0 would convert")
+    if antialias and any(s < 1 for s in _effective_scales(ctx, scales, sizes)):
+        ctx.refuse("antialias=1 widens the linear filter when downsampling, which has no "
+                   "dialect form; antialias=0 would convert")
+    # Upsampling linear with antialias is the plain two-tap filter (the spec clamps the
+    # filter scale to 1), so antialias=1 is a no-op there.
+    if int(ctx.attr("exclude_outside", 0)) and not (mode == "linear" and antialias):
+        # Linear's outside tap repeats the edge pixel, but the spec leaves nearest undefined
+        # (0/0) and runtimes reject exclude_outside=1 outside cubic / antialiased linear.
+        ctx.refuse(f"exclude_outside=1 is defined for cubic and antialiased linear only "
+                   f"(mode '{mode}' here); exclude_outside=0 would convert")
+    # A policy other than stretch rescales the requested sizes; with scales ONNX shape
+    # inference rejects it, so either way only the default converts.
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+    if policy != "stretch":
+        ctx.refuse(f"keep_aspect_ratio_policy '{policy}' "
+                   + ("rescales the requested sizes" if sizes is not None
+                      else "is invalid with scales")
+                   + "; 'stretch' (the default) would convert")
+
+
+def _effective_scales(ctx: NodeCtx, scales, sizes) -> list[float]:
+    """Per-axis output/input ratios; an unknown input shape with sizes counts as downsampling
+    so that antialias is refused rather than guessed."""
+    if scales is not None:
+        return [float(s) for s in np.asarray(scales, dtype=np.float64).reshape(-1)]
+    shape = ctx.shape(0)
+    sizes = ints(sizes)
+    axes = ctx.attr("axes")
+    if shape is None or any(d is None or d < 1 for d in shape):
+        return [0.0]
+    if axes is not None:
+        rank = len(shape)
+        shape = [shape[a + rank if a < 0 else a] for a in ints(axes)]
+    if len(shape) != len(sizes):
+        return [0.0]
+    return [size / dim for size, dim in zip(sizes, shape)]
 
 
 def _checked_scales(ctx: NodeCtx, scales) -> list[float]:
