@@ -119,6 +119,7 @@ def convert(
     approximate_padding: bool = False,
     exact_cut: bool = True,
     progress: Callable[[str], None] | None = None,
+    strict: bool = False,
 ) -> ConversionResult:
     """Convert ``source`` to the dialect; write ``output`` (atomically) when given.
 
@@ -143,6 +144,8 @@ def convert(
     report = ConversionReport(source=str(src), framework=fw, output=str(output) if output else None)
     report.options = _options_dict(options, domain, weights_as_constants, allow_transpose,
                                    approximate_padding)
+    if strict:  # only when set: default conversions keep their bytes
+        report.options["strict"] = True
     t0 = time.perf_counter()
     try:
         stage("load")
@@ -157,13 +160,15 @@ def convert(
             "batch": options.batch,
             "allow_transpose": allow_transpose,
             "approximate_padding": approximate_padding,
+            "strict": strict,
         })
         stage("passes")
         manager, ctx = to_dialect(model, ctx)
     except UnsupportedOpError as exc:
         if exact_cut:
             stage("cut")
-            _attach_exact_cut(exc, src, fw, options, allow_transpose, approximate_padding)
+            _attach_exact_cut(exc, src, fw, options, allow_transpose, approximate_padding,
+                              strict)
         raise
     t2 = time.perf_counter()
     report.timings["passes"] = t2 - t1
@@ -205,13 +210,13 @@ def convert(
 
 
 def _attach_exact_cut(exc, src: Path, fw: str, options: FrontendOptions, allow_transpose: bool,
-                      approximate_padding: bool) -> None:
+                      approximate_padding: bool, strict: bool = False) -> None:
     """Compute the checked exact cut of a refused conversion; end the message with it."""
     from .cut import ExactCut, suggest
 
     def try_convert(opts: FrontendOptions) -> None:
         convert(src, framework=fw, options=opts, allow_transpose=allow_transpose,
-                approximate_padding=approximate_padding, exact_cut=False)
+                approximate_padding=approximate_padding, exact_cut=False, strict=strict)
 
     try:
         cut = suggest(str(src), fw, options, exc, try_convert)

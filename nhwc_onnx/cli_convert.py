@@ -91,7 +91,9 @@ def register(cli: click.Group) -> None:
 @click.option("--allow-transpose", is_flag=True,
               help="Insert a layout Transpose where NCHW semantics need one (warns per node).")
 @click.option("--approximate-padding", is_flag=True,
-              help="Allow inexact padding rewrites (warns with the numeric effect).")
+              help="Kept for old command lines: no rewrite needs it now (see --strict).")
+@click.option("--strict", is_flag=True,
+              help="Refuse rounding-level rewrites too (x/c as x*(1/c), ...): bit-exact only.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False),
               help="Write the conversion report as JSON.")
 @click.option("--verify", "do_verify", is_flag=True,
@@ -104,8 +106,8 @@ def register(cli: click.Group) -> None:
 @click.pass_obj
 def convert(settings, sources, output, output_dir, framework, weights, seed, input_names,
             output_names, input_shapes, batch, signature, domain, weights_as_constants,
-            allow_transpose, approximate_padding, report_path, do_verify, bisect, atol, rtol,
-            jobs):
+            allow_transpose, approximate_padding, strict, report_path, do_verify, bisect, atol,
+            rtol, jobs):
     """Convert TensorFlow, Caffe or ONNX models to the NHWC dialect.
 
     Nothing is written when a model cannot be converted exactly. Exit codes: 0 ok,
@@ -115,7 +117,7 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
                                 input_shapes, batch, signature)
     flags = {"domain": "" if domain == "default" else "nhwc",
              "weights_as_constants": weights_as_constants, "allow_transpose": allow_transpose,
-             "approximate_padding": approximate_padding}
+             "approximate_padding": approximate_padding, "strict": strict}
     if len(sources) > 1 or output_dir:
         if output:
             raise click.UsageError("use --output-dir (not -o) with several sources")
@@ -261,6 +263,9 @@ def format_report(report) -> str:
         kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
     if kinds:
         lines.append("  decisions: " + ", ".join(f"{k} x{v}" for k, v in sorted(kinds.items())))
+    for d in report.decisions:  # rounding-level rewrites are named one by one (--strict)
+        if d["kind"] == "rounding":
+            lines.append(f"  rounding: '{d['node']}' {d['detail']}")
     for name, perm in sorted(report.io_permutations.items()):
         lines.append(f"  layout: '{name}' permuted {perm} (feed/read it as NHWC)")
     return "\n".join(lines)

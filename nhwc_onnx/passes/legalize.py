@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import NodeProblem, UnsupportedOpError
 from ..ir import CORE, Graph, Node, Value
+from . import rounding
 from .base import Pass, PassContext, PassResult
 from .legalize_pool import dilated_max_pool
 from .legalize_tensor import TENSOR_HANDLERS, broadcast_to
@@ -99,10 +100,14 @@ def _div(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if cv is None:
         return refuse(ctx, node, "division by a non-constant tensor has no dialect form")
     exact = _is_power_of_two(cv)
+    if not exact and rounding.strict(ctx):
+        return refuse(ctx, node, rounding.refusal("reciprocal_multiply"))
     ctx.record("legalize", node.name,
                "x / c computed as x * (1/c)" + ("" if exact else
                                                ": may differ by one float32 rounding step"),
                exact=exact)
+    if not exact:
+        rounding.record(ctx, node, "reciprocal_multiply")
     recip = const(graph, 1.0 / np.asarray(cv, np.float64), f"{node.name}/reciprocal")
     become(node, "Mul", [a, recip], domain=CORE)
     return _arith(graph, node, ctx)
@@ -163,9 +168,9 @@ def _sum(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 def _mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
     n = len(node.inputs)
-    if n & (n - 1):
-        return refuse(ctx, node, f"mean of {n} inputs: dividing by {n} is not an exact "
-                      "multiplication (only powers of two are)")
+    exact = not n & (n - 1)  # 1/n is a power of two: the scale is bit-exact
+    if not exact and rounding.strict(ctx):
+        return refuse(ctx, node, rounding.refusal("mean_scale"))
     out = tuple(node.output.shape)
     ins = [broadcast_to(graph, v, out, f"{node.name}/{v.name}", MAX_MATERIALISED_BYTES)
            for v in node.inputs]
@@ -173,6 +178,8 @@ def _mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
         return refuse(ctx, node, "an input cannot be broadcast exactly to the output shape")
     total = emit(graph, "Sum", ins, None, f"{node.name}/sum", out) if n > 1 else ins[0]
     become(node, "Scale", [total], {"scale": 1.0 / n})
+    if not exact:
+        rounding.record(ctx, node, "mean_scale", f"n = {n}")
     return True
 
 

@@ -12,6 +12,7 @@ from math import floor, prod
 import numpy as np
 
 from ..ir import DIALECT, Graph, Node, Value
+from . import rounding
 from .base import PassContext
 from .rewrite import become, const, const_of, emit, positive_axis, refuse
 
@@ -314,12 +315,14 @@ def _reduce(graph: Graph, node: Node, ctx: PassContext) -> bool:
         return True
     if node.op == "ReduceSum":
         count = prod(x.shape[a] for a in axes)
-        if count & (count - 1):
-            return refuse(ctx, node, f"sum of {count} cells: ReduceMean * {count} is exact only "
-                          "for powers of two")
+        exact = not count & (count - 1)  # dividing and multiplying by 2^k is bit-exact
+        if not exact and rounding.strict(ctx):
+            return refuse(ctx, node, rounding.refusal("reduce_sum_scale"))
         mean = emit(graph, "ReduceMean", [x], {"axes": axes, "keepdims": keep},
                     f"{node.name}/mean", out)
         become(node, "Scale", [mean], {"scale": float(count)})
+        if not exact:
+            rounding.record(ctx, node, "reduce_sum_scale", f"{count} cells")
         return True
     if rank != 4 or axes != [1, 2]:
         return refuse(ctx, node, f"{node.op} over axes {axes} of {tuple(x.shape)}: only the "

@@ -9,10 +9,11 @@ is the exact form (for a MaxPool whose input may be negative, an edge-replicatin
 legalisation writes as Slices + Concat). A zero ``Pad`` feeding a VALID-equivalent Conv is merged into it when the
 result is exactly SAME (Keras ZeroPadding2D + valid Conv2D).
 
-Nodes with no exact form are left unchanged and recorded as refused; legalisation raises one
-UnsupportedOpError listing them with every other unconvertible node, unless the option
-``approximate_padding`` is set: then the closest form is used with a warning that
-states the numeric effect. ConvTranspose padding is decided by op selection (its dialect form
+An AveragePool that reads the same cells as a dialect form but divides by other counts
+(count_include_pad=0 with asymmetric padding, Caffe's clipped ceil windows) becomes that form
+times a constant ratio map: a rounding-level rewrite (``rounding``), refused under ``strict``.
+Nodes with no form are left unchanged and recorded as refused; legalisation raises one
+UnsupportedOpError listing them with every other unconvertible node. ConvTranspose padding is decided by op selection (its dialect form
 always exists: SAME, VALID, or VALID then a Slice).
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..ir import CORE, Graph, Node, Value
 from . import padding_math as pm
+from . import rounding
 from .base import Pass, PassContext, PassResult
 from .rewrite import append_after, const, emit, sole_consumer
 from .value_range import is_nonnegative
@@ -112,11 +114,12 @@ class NormalizePadding(Pass):
                 "PAD", decision.pads, False, "edge-replicating Pad then VALID: every window "
                 "that reads a padded cell also reads the border cell it copies")
         if decision.mode is None:
-            if not ctx.option("approximate_padding"):
-                return f"{desc}: {decision.reason}"
+            exact_reason = decision.reason
             decision, approximate = self._approximation(verdicts, kind, decision)
             if decision.mode is None:
-                return f"{desc}: {decision.reason} (no approximation either)"
+                return f"{desc}: {exact_reason}"
+            if rounding.strict(ctx):
+                return f"{desc}: {exact_reason}; {rounding.refusal('average_divisor_ratio')}"
         self._apply(graph, node, decision, "edge" if edge else "constant")
         if approximate and kind == pm.AVG:
             ratio = self._divisor_ratio(verdicts, decision)
@@ -128,8 +131,7 @@ class NormalizePadding(Pass):
         ctx.record("padding", node.name, f"{detail}: {decision.reason}; {desc}",
                    choice=decision.mode, pads=list(decision.pads), approximate=bool(approximate))
         if approximate:
-            ctx.warn(f"node '{node.name}' ({node.op}): approximate padding {decision.mode}: "
-                     f"{approximate}")
+            rounding.record(ctx, node, "average_divisor_ratio", approximate)
         return None
 
     @staticmethod
@@ -161,7 +163,7 @@ class NormalizePadding(Pass):
         decision = pm.PaddingDecision(decision.mode, decision.pads, False,
                                       "same cells, divisor corrected by a constant ratio map")
         return decision, ("outputs whose divisor differs are rescaled by a constant "
-                          "(dialect count / source count): relative error below 4e-7")
+                          "(dialect count / source count)")
 
     @staticmethod
     def _divisor_ratio(verdicts, decision: pm.PaddingDecision) -> np.ndarray:

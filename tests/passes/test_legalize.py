@@ -277,8 +277,13 @@ def test_tile_expand_and_reductions():
              name="expand")
     r = b.op("ReduceSum", [e], (1, N, C), axes=[0], keepdims=1, name="sum3")
     model = b.model(r)
-    with pytest.raises(UnsupportedOpError, match="sum of 3 cells"):
-        convert(model)
+    with pytest.raises(UnsupportedOpError, match="ReduceSum computed as ReduceMean"):
+        convert(model, strict=True)  # 3 cells: ReduceMean * 3 is rounding-level
+    ctx = convert(model)
+    assert [d.data["rewrite"] for d in ctx.decisions if d.kind == "rounding"] == [
+        "reduce_sum_scale"]
+    x = rand(*SHAPE)
+    assert max_err(_run(model, x), 3 * np.tile(x, (1, 1, 2, 1)).max(axis=(1, 2))[None]) <= TOL
     b = Builder(SHAPE)
     t = b.op("Tile", [b.x, b.const(np.array([1, 1, 2, 1], np.int64), "reps")], (N, H, 2 * W, C),
              name="tile")

@@ -48,30 +48,43 @@ def test_all_refused_nodes_in_one_error_with_numbers():
     other = b.op("Exp", [b.x], (N, 5, 6, C), name="exp")  # unsupported for another reason
     model = b.model(a1, m1, a2, other)
     with pytest.raises(UnsupportedOpError) as err:
-        convert(model)
+        convert(model, strict=True)  # the averages' divisor-ratio form is rounding-level
     problems = {p.node: p for p in err.value.problems}
     assert set(problems) == {"avg_lopsided", "max_dilated", "avg_counts_pads", "exp"}
     assert problems["avg_lopsided"].rule == "padding"
     assert "pads [2, 0, 0, 0]" in problems["avg_lopsided"].reason
     assert "divides by 2 in the source, 3 here" in problems["avg_counts_pads"].reason
+    assert "--strict" in problems["avg_counts_pads"].reason
+    assert "--strict" not in problems["max_dilated"].reason
     assert "provably >= 0" in problems["max_dilated"].reason
     assert "4 node(s)" in str(err.value)
 
 
-def test_approximate_padding_converts_with_a_warning():
-    b = Builder((N, 6, 7, C))
-    # Caffe AVE with ceil rounding: the last window divides by the cells inside input + pad.
-    y = _pool(b, "AveragePool", b.x, (N, 4, 4, C), "avg", kernel_shape=[3, 3], strides=[2, 2],
-              pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)
-    model = b.model(y)
-    ctx = convert(model, approximate_padding=True)
-    assert len(ctx.warnings) == 1 and "rescaled" in ctx.warnings[0]
+@pytest.mark.parametrize("cip,pads,ceil_mode", [
+    (1, [1, 1, 1, 1], 1),  # Caffe AVE, ceil: the last window divides by the cells in input + pad
+    (0, [1, 1, 1, 1], 0),  # PyTorch count_include_pad=False, stride 2 on an even size
+])
+def test_divisor_ratio_is_a_default_rounding_rewrite_refused_under_strict(cip, pads, ceil_mode):
+    def build():
+        b = Builder((N, 6, 7, C))
+        out = (N, 4, 4, C) if ceil_mode else (N, 3, 4, C)
+        y = _pool(b, "AveragePool", b.x, out, "avg", kernel_shape=[3, 3], strides=[2, 2],
+                  pads=pads, ceil_mode=ceil_mode, count_include_pad=cip)
+        return b.model(y), out
+
+    model, out = build()
+    ctx = convert(model)
+    assert not ctx.warnings
+    rounding = [d for d in ctx.decisions if d.kind == "rounding"]
+    assert [(d.node, d.data["rewrite"], d.data["bound_ulps"]) for d in rounding] == [
+        ("avg", "average_divisor_ratio", 4)]
     x = rand(N, 6, 7, C)
-    exact = pool_ref(x.astype(float), "avg", (3, 3), (2, 2), (1, 1), (4, 4),
-                     ((-1, 7), (-1, 8)))
-    # Pad+VALID divides by 9; the last row/column is rescaled by the source's smaller count.
+    extent = ((-1, 7), (-1, 8)) if cip else None
+    exact = pool_ref(x.astype(float), "avg", (3, 3), (2, 2), (1, 1), out[1:3], extent)
     assert max_err(run_dialect(model, x), exact) <= 1e-6
     assert model.graph.op_counts() == {"AveragePool": 1, "Mul": 1, "Pad": 1}
+    with pytest.raises(UnsupportedOpError, match="--strict refuses"):
+        convert(build()[0], strict=True)
 
 
 def test_pool_window_covering_the_whole_input_becomes_valid_with_a_larger_kernel():

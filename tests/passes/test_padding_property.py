@@ -140,10 +140,13 @@ def test_onnx_pool_exact_or_refused(kind, h, w, ceil_mode, cip, auto_pad, relu, 
     assume(built is not None)
     model, outs, plans = built
     converted = _check_pool(kind, h, w, model, outs, plans, cip, relu, dil)
-    if not converted and kind == "avg":
-        # The approximation (same cells, divisor ratio map) must still be within tolerance.
+    if converted and kind == "avg":
+        # --strict keeps exactly the forms that need no divisor-ratio map (rounding-level).
         model, outs, plans = _pool_model(kind, h, w, ceil_mode, cip, auto_pad, relu)
-        _check_pool(kind, h, w, model, outs, plans, cip, relu, approximate_padding=True)
+        ctx = convert_or_refuse(model)
+        ratio = any(d.kind == "rounding" for d in ctx.decisions)
+        model, outs, plans = _pool_model(kind, h, w, ceil_mode, cip, auto_pad, relu)
+        assert (convert_or_refuse(model, strict=True) is None) == ratio
     if auto_pad in ("SAME_UPPER", "VALID") and not (kind == "avg" and cip) and dil == 1:
         assert converted, "TF SAME / VALID pooling must always convert"
 
