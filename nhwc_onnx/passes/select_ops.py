@@ -4,7 +4,9 @@ Runs after padding normalisation (spatial ops carry auto_pad SAME_UPPER or VALID
 convolutions with group == C_in (> 1) become DepthwiseConv2d (its bias a following AddBias);
 constant-weight Gemm/MatMul become Dense (a Flatten of an NHWC map feeding it is absorbed:
 Dense takes the 4-D input with W (M, H, W, C)); scalar multiplies become Scale; Clip(0,6) and
-min(relu(x), 6) become Relu6; max(x, a*x) with 0 < a < 1 becomes LeakyRelu.
+min(relu(x), 6) become Relu6; max(x, a*x) with 0 < a < 1 becomes LeakyRelu; the activation
+idioms of ``activation_idioms`` (ELU / leaky ReLU as Where, clip as Min/Max, PReLU as two Relus)
+become their one dialect op.
 
 A core node this pass cannot map is left for legalisation; when the reason is definite (e.g.
 non-constant conv weights) it is recorded as a "select" decision with ``refused=True`` so the
@@ -15,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import CORE, DIALECT, Graph, Node
+from . import activation_idioms
 from .base import Pass, PassContext, PassResult
 from .rewrite import (
     apply_handlers,
@@ -61,8 +64,13 @@ def _clip(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def _min(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    """min(relu(x), 6) -> Relu6(x)."""
+    """min(relu(x), 6) and min(max(x, 0), 6) -> Relu6(x)."""
     a, b = node.input(0), node.input(1)
+    clipped = activation_idioms.clipped_relu(node)
+    if clipped is not None:
+        become(node, "Relu6", [clipped])
+        ctx.record("select", node.name, "min(max(x, 0), 6) -> Relu6")
+        return True
     for act, bound in ((a, b), (b, a)):
         c = const_of(bound)
         prod = act.producer() if act is not None else None
@@ -77,8 +85,14 @@ def _min(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def _max(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    """max(x, a*x) with 0 < a < 1 -> LeakyRelu; otherwise Max (broadcasting allowed)."""
+    """max(x, a*x) with 0 < a < 1 -> LeakyRelu, max(min(x, 6), 0) -> Relu6; otherwise Max
+    (broadcasting allowed)."""
     a, b = node.input(0), node.input(1)
+    clipped = activation_idioms.clipped_relu(node)
+    if clipped is not None:
+        become(node, "Relu6", [clipped])
+        ctx.record("select", node.name, "max(min(x, 6), 0) -> Relu6")
+        return True
     for x, scaled in ((a, b), (b, a)):
         prod = scaled.producer() if scaled is not None else None
         if prod is None or x is None or x.shape != scaled.shape:
@@ -365,7 +379,9 @@ def _cast(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 HANDLERS = {
     **{op: _unary for op in (*_UNARY, "Elu", "LeakyRelu")},
-    "PRelu": _prelu, "Clip": _clip, "Min": _min, "Max": _max, "Add": _add_mul, "Mul": _add_mul,
+    "PRelu": _prelu, "Clip": _clip, "Min": _min, "Max": _max, "Mul": _add_mul,
+    "Add": lambda g, n, c: activation_idioms.prelu_sum(g, n, c) or _add_mul(g, n, c),
+    "Where": activation_idioms.where,
     "Sum": _sum, "Softmax": _softmax, "Flatten": _flatten, "Reshape": _reshape_to_output,
     "Unsqueeze": _reshape_to_output, "Squeeze": _squeeze, "Transpose": _transpose,
     "Concat": _concat, "Slice": _slice, "Pad": _pad, "ReduceMean": _reduce_mean,

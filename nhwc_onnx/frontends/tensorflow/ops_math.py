@@ -70,6 +70,13 @@ def convert_elu(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Elu", [ctx.input(0)], {"alpha": 1.0})]
 
 
+@REGISTRY.register("Selu")
+def convert_selu(ctx: TFContext, node: TFNode) -> list[Value]:
+    """SELU: scale * ELU(x, alpha) with TF's fixed constants (as ONNX Selu converts)."""
+    elu = ctx.emit1("Elu", [ctx.input(0)], {"alpha": 1.6732632423543772}, suffix="elu")
+    return [ctx.emit1("Mul", [elu, ctx.constant(np.float32(1.0507009873554805), "scale")])]
+
+
 @REGISTRY.register("LeakyRelu")
 def convert_leaky_relu(ctx: TFContext, node: TFNode) -> list[Value]:
     """Leaky ReLU with the node's alpha (TF default 0.2)."""
