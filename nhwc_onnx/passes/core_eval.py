@@ -324,7 +324,7 @@ def _pad(attrs, xs):
     mode = attrs["mode"]
     if mode == "constant":
         return np.pad(x, widths, constant_values=np.asarray(attrs["value"], x.dtype))
-    return np.pad(x, widths, mode="reflect" if mode == "reflect" else "edge")
+    return np.pad(x, widths, mode=mode if mode in ("reflect", "symmetric") else "edge")
 
 
 _REDUCE = {"ReduceMean": np.mean, "ReduceMax": np.max, "ReduceMin": np.min,

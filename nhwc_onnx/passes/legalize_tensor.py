@@ -105,10 +105,14 @@ def _pad_pieces(graph: Graph, x: Value, axis: int, begin: int, end: int, mode: s
         first = [_slice_one(graph, x, axis, 0, f"{name}/first")] if begin else []
         last = [_slice_one(graph, x, axis, d - 1, f"{name}/last")] if end else []
         return first * begin, last * end
-    if begin > d - 1 or end > d - 1:
-        return None  # reflect needs pads smaller than the axis
-    head = [_slice_one(graph, x, axis, i, f"{name}/r{i}") for i in range(begin, 0, -1)]
-    tail = [_slice_one(graph, x, axis, i, f"{name}/r{i}") for i in range(d - 2, d - 2 - end, -1)]
+    # reflect mirrors around the border cell, symmetric (TF MirrorPad) repeats it first
+    edge = 1 if mode == "symmetric" else 0
+    if begin > d - 1 + edge or end > d - 1 + edge:
+        return None  # the mirrored cells must exist
+    head = [_slice_one(graph, x, axis, i, f"{name}/r{i}")
+            for i in range(begin - edge, -edge, -1)]
+    tail = [_slice_one(graph, x, axis, i, f"{name}/r{i}")
+            for i in range(d - 2 + edge, d - 2 + edge - end, -1)]
     return head, tail
 
 
@@ -126,8 +130,9 @@ def _pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
         pieces = _pad_pieces(graph, x, axis, pads[axis], pads[axis + rank], mode, value,
                              f"{node.name}/axis{axis}")
         if pieces is None:
-            return refuse(ctx, node, f"reflect padding {pads} exceeds the axis size "
-                          f"{x.shape[axis]} - 1")
+            limit = "" if mode == "symmetric" else " - 1"
+            return refuse(ctx, node, f"{mode} padding {pads} exceeds the axis size "
+                          f"{x.shape[axis]}{limit}")
         inputs = [*pieces[0], x, *pieces[1]]
         if i == len(axes) - 1:
             become(node, "Concat", inputs, {"axis": axis})

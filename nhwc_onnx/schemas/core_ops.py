@@ -160,7 +160,8 @@ _op("Slice", "ONNX Slice-13 with constant starts/ends/axes/steps (clamped like n
            "axes": Attr(A.INTS), "steps": Attr(A.INTS)}, layout=LayoutClass.ATTRIBUTE)
 _op("Pad", "ONNX Pad: pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...] over all axes.", ["X"],
     attrs={"pads": Attr(A.INTS, required=True),
-           "mode": Attr(A.STRING, default="constant", allowed=("constant", "reflect", "edge")),
+           "mode": Attr(A.STRING, default="constant", allowed=("constant", "reflect", "edge",
+                                                                    "symmetric")),
            "value": Attr(A.FLOAT, default=0.0)}, layout=LayoutClass.ATTRIBUTE)
 for _name in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd"):
     _op(_name, f"{_name} over ``axes`` (all axes when absent).", ["X"],

@@ -135,10 +135,14 @@ def convert_split_v(ctx: TFContext, node: TFNode) -> list[Value]:
 
 @REGISTRY.register("Pad", "PadV2", "MirrorPad")
 def convert_pad(ctx: TFContext, node: TFNode) -> list[Value]:
-    """Constant padding; the paddings matrix becomes all begins then all ends."""
+    """Constant or mirrored padding (MirrorPad REFLECT / SYMMETRIC, the core Pad modes
+    'reflect' / 'symmetric'); the paddings matrix becomes all begins then all ends."""
+    attrs = {}
     if node.op == "MirrorPad":
         mode = ctx.attrs.str("mode", "REFLECT")
-        raise Refusal(f"MirrorPad mode {mode}: the dialect pads with constants only")
+        if mode not in ("REFLECT", "SYMMETRIC"):
+            raise Refusal(f"MirrorPad mode {mode}: REFLECT or SYMMETRIC would convert")
+        attrs["mode"] = mode.lower()
     paddings = np.asarray(ctx.need_const(1, "paddings"))
     shape = ctx.shape(0)
     if paddings.ndim != 2 or paddings.shape[1] != 2 or (
@@ -146,7 +150,7 @@ def convert_pad(ctx: TFContext, node: TFNode) -> list[Value]:
         rank = "rank" if shape is None else str(len(shape))
         raise InvalidModelError(f"paddings must be a [{rank}, 2] table, found shape "
                                 f"{list(paddings.shape)}")
-    attrs = {"pads": [int(p) for p in paddings[:, 0]] + [int(p) for p in paddings[:, 1]]}
+    attrs["pads"] = [int(p) for p in paddings[:, 0]] + [int(p) for p in paddings[:, 1]]
     if node.op == "PadV2":
         value = np.asarray(ctx.need_const(2, "constant_values")).reshape(-1)
         attrs["value"] = float(value[0]) if value.size else 0.0
