@@ -130,3 +130,47 @@ def _batch_statistics(b: CaffeBuilder, layer: pb.LayerParameter, x: Value, shape
     top = b.top_value(layer, 0, shape)
     b.node(layer, "Div", [centered, std], out=top)
     b.bind(layer, [top])
+
+
+@converter("LRN", doc="Local response normalisation as core ops, like ONNX LRN (x^-beta of a "
+                      "tensor then has no dialect form: refused there with the same reason)")
+def convert_lrn(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
+    """ACROSS_CHANNELS: the windowed sum of squares over channels is a 1x1 convolution with a
+    banded 0/1 weight, exactly as the ONNX converter builds it; WITHIN_CHANNEL: Caffe's average
+    pool of squares (kernel n, pad (n-1)/2, divisor n^2). Then (k + alpha/n * sum)^beta and a
+    division, the core ops ONNX LRN becomes."""
+    (x,) = _one_bottom(b, layer)
+    shape = shape_of(x)
+    if len(shape) != 4:
+        raise InvalidModelError(f"layer '{layer.name}' (LRN) needs a 4-D input")
+    p = layer.lrn_param
+    size = int(p.local_size)
+    if size < 1 or size % 2 == 0:
+        raise InvalidModelError(f"layer '{layer.name}' (LRN): local_size {size} must be odd")
+    squared = b.node(layer, "Mul", [x, x], shape=shape, part="square")
+    if p.norm_region == pb.LRNParameter.WITHIN_CHANNEL:
+        pad = (size - 1) // 2
+        window = b.node(layer, "AveragePool", [squared], {
+            "kernel_shape": [size, size], "strides": [1, 1], "pads": [pad] * 4,
+            "count_include_pad": 1, "data_format": "NCHW"}, shape=shape, part="window_mean")
+        scale, shift = float(p.alpha), 1.0  # Caffe's within-channel form has no k
+    else:
+        channels = shape[1]
+        band = np.zeros((channels, channels, 1, 1), np.float32)
+        lo, hi = (size - 1) // 2, size // 2
+        for c in range(channels):
+            band[c, max(0, c - lo):min(channels, c + hi + 1), 0, 0] = 1.0
+        window = b.node(layer, "Conv", [squared, b.const(layer, band, "band")], {
+            "kernel_shape": [1, 1], "strides": [1, 1], "dilations": [1, 1], "group": 1,
+            "pads": [0, 0, 0, 0], "auto_pad": "NOTSET", "data_format": "NCHW",
+            "weight_layout": "OIHW"}, shape=shape, part="window_sum")
+        scale, shift = float(p.alpha) / size, float(p.k)
+    scaled = b.node(layer, "Mul", [window, b.const(layer, np.float32(scale), "alpha")],
+                    shape=shape, part="scale")
+    shifted = b.node(layer, "Add", [scaled, b.const(layer, np.float32(shift), "k")],
+                     shape=shape, part="bias")
+    denom = b.node(layer, "Pow", [shifted, b.const(layer, np.float32(p.beta), "beta")],
+                   shape=shape, part="pow")
+    top = b.top_value(layer, 0, shape)
+    b.node(layer, "Div", [x, denom], out=top)
+    b.bind(layer, [top])
