@@ -226,7 +226,8 @@ class OnnxImporter:
                 _check_emitted_attributes(ctx.emitted, name, node.op_type)
                 unread = ctx.unread_attributes()
                 if unread:
-                    raise Refused(f"attribute(s) {unread} are not supported by this converter")
+                    raise Refused(f"attribute(s) {unread} are not supported by this converter "
+                                  "(the node converts without them)")
             except Refused as exc:
                 problems.append(NodeProblem(name, node.op_type, str(exc)))
             except UnsupportedOpError as exc:

@@ -184,7 +184,7 @@ def average_pool(ctx: NodeCtx) -> None:
     """2-D average pooling (count_include_pad and ceil_mode kept)."""
     attrs = _pool_attrs(ctx)
     if _positive(ctx, "dilations", [1, 1]) != [1, 1]:
-        ctx.refuse("dilated average pooling is not supported")
+        ctx.refuse("dilated average pooling is not supported; dilations [1, 1] would convert")
     attrs["count_include_pad"] = int(ctx.attr("count_include_pad", 0))
     ctx.emit("AveragePool", [ctx.require_input(0, "X")], attrs)
 
@@ -200,11 +200,13 @@ def global_pool(ctx: NodeCtx) -> None:
 def batch_norm(ctx: NodeCtx) -> None:
     """Inference batch norm along axis 1 (training mode and statistics outputs refused)."""
     if int(ctx.attr("training_mode", 0)) != 0:
-        ctx.refuse("training_mode=1 is not supported (inference only)")
+        ctx.refuse("training_mode=1 is not supported (inference only); training_mode=0 would "
+                   "convert")
     if ctx.version < 9 and int(ctx.attr("spatial", 1)) == 0:
         rank = ctx.rank(0)
         if rank is None or rank > 2:
-            ctx.refuse("spatial=0 (per-activation statistics) is not supported")
+            ctx.refuse("spatial=0 (per-activation statistics) is not supported; spatial=1 "
+                       "would convert")
     for extra in ctx.proto.output[1:]:
         if extra and ctx.is_used(extra):
             ctx.refuse(f"training output '{extra}' is used; only inference is supported")

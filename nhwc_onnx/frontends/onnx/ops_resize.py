@@ -68,10 +68,11 @@ def resize(ctx: NodeCtx) -> None:
     mode = _mode(ctx)
     ctm = ctx.attr("coordinate_transformation_mode", "half_pixel")
     if ctm not in _COORDINATE_MODES:
-        ctx.refuse(f"coordinate_transformation_mode '{ctm}' is not supported")
+        ctx.refuse(f"coordinate_transformation_mode '{ctm}' is not supported "
+                   f"({', '.join(_COORDINATE_MODES)} are)")
     nearest = ctx.attr("nearest_mode", "round_prefer_floor")
     if mode == "nearest" and nearest not in _NEAREST_MODES:
-        ctx.refuse(f"nearest_mode '{nearest}' is not supported")
+        ctx.refuse(f"nearest_mode '{nearest}' is not supported ({', '.join(_NEAREST_MODES)} are)")
     scales = ctx.require_const(2, "scales") if ctx.has_input(2) else None
     sizes = ctx.require_const(3, "sizes") if ctx.has_input(3) else None
     if scales is not None and scales.size == 0:

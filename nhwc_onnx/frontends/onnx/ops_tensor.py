@@ -159,7 +159,7 @@ def pad(ctx: NodeCtx) -> None:
     """Pad with pads/value from attributes (before opset 11) or constant inputs."""
     mode = ctx.attr("mode", "constant")
     if mode not in ("constant", "reflect", "edge"):
-        ctx.refuse(f"mode '{mode}' is not supported")
+        ctx.refuse(f"mode '{mode}' is not supported (constant, reflect and edge are)")
     if ctx.version < 11:
         pads = ctx.attr("pads", ctx.attr("paddings"))
         value = float(ctx.attr("value", 0.0))
@@ -268,7 +268,7 @@ def _log_sum_exp(ctx: NodeCtx, x, axes, keepdims: int) -> None:
 def argmax(ctx: NodeCtx) -> None:
     """Index of the first maximum along ``axis``."""
     if int(ctx.attr("select_last_index", 0)):
-        ctx.refuse("select_last_index=1 is not supported")
+        ctx.refuse("select_last_index=1 is not supported; select_last_index=0 would convert")
     ctx.emit("ArgMax", [ctx.require_input(0, "data")],
              {"axis": int(ctx.attr("axis", 0)), "keepdims": flag(ctx, "keepdims", 1)})
 

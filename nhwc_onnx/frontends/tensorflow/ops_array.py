@@ -214,7 +214,7 @@ def convert_range(ctx: TFContext, node: TFNode) -> list[Value]:
 def convert_gather(ctx: TFContext, node: TFNode) -> list[Value]:
     """Take along a constant axis (batch_dims 0 only)."""
     if int(ctx.attrs.int("batch_dims", 0)):
-        raise Refusal("batch_dims != 0 is not supported")
+        raise Refusal("batch_dims != 0 is not supported; batch_dims=0 would convert")
     axis = _axis_list(ctx.need_const(2, "axis"))[0] if node.op == "GatherV2" else 0
     return [ctx.emit1("Gather", [ctx.input(0), ctx.input(1)], {"axis": axis})]
 

@@ -50,7 +50,7 @@ def padding_attrs(ctx: TFContext, fmt: str) -> dict:
         if any(pairs[n]) or any(pairs[c]):
             raise Refusal("explicit padding on the batch or channel axis")
         return {"auto_pad": "NOTSET", "pads": [pairs[h][0], pairs[w][0], pairs[h][1], pairs[w][1]]}
-    raise Refusal(f"padding '{padding}' is not supported")
+    raise Refusal(f"padding '{padding}' is not supported (SAME, VALID and EXPLICIT are)")
 
 
 def _spatial_attrs(ctx: TFContext, fmt: str) -> dict:
@@ -113,7 +113,8 @@ def convert_conv2d_backprop_input(ctx: TFContext, node: TFNode) -> list[Value]:
     kh, kw, _, _ = _filter_shape(ctx, 1)
     attrs = _spatial_attrs(ctx, fmt)
     if attrs["auto_pad"] == "NOTSET":
-        raise Refusal("EXPLICIT padding on a transposed convolution is not supported")
+        raise Refusal("EXPLICIT padding on a transposed convolution is not supported; SAME or "
+                      "VALID would convert")
     out_hw = [sizes[1], sizes[2]] if fmt == "NHWC" else [sizes[2], sizes[3]]
     attrs.update({"kernel_shape": [kh, kw], "weight_layout": "HWOI", "output_shape": out_hw})
     return [ctx.emit1("ConvTranspose", [ctx.input(2), ctx.input(1)], attrs)]

@@ -39,8 +39,8 @@ def _torchscript(kind: str, opset: int, factor: int, by_size: bool, x="x", y="y"
                  in_hw=tuple(SHAPE[2:])):
     """Nodes and initializers of one TorchScript-exported F.interpolate."""
     mode, ctm = INTERPOLATE[kind]
-    attrs = dict(coordinate_transformation_mode=ctm, cubic_coeff_a=-0.75, mode=mode,
-                 nearest_mode="floor")
+    attrs = {"coordinate_transformation_mode": ctm, "cubic_coeff_a": -0.75, "mode": mode,
+                 "nearest_mode": "floor"}
     nodes, inits = [], {}
     empty = f"{tag}empty"
     if opset == 11:
@@ -68,9 +68,9 @@ def _dynamo(kind: str, factor: int, by_size: bool, axes: bool, x="x", y="y", tag
             in_hw=tuple(SHAPE[2:])):
     """Nodes and initializers of one dynamo-exported F.interpolate (opset 18+)."""
     mode, ctm = INTERPOLATE[kind]
-    attrs = dict(antialias=0, coordinate_transformation_mode=ctm, cubic_coeff_a=-0.75,
-                 exclude_outside=0, extrapolation_value=0.0,
-                 keep_aspect_ratio_policy="stretch", mode=mode, nearest_mode="floor")
+    attrs = {"antialias": 0, "coordinate_transformation_mode": ctm, "cubic_coeff_a": -0.75,
+                 "exclude_outside": 0, "extrapolation_value": 0.0,
+                 "keep_aspect_ratio_policy": "stretch", "mode": mode, "nearest_mode": "floor"}
     if axes:
         attrs["axes"] = [2, 3]
     hw = [in_hw[0] * factor, in_hw[1] * factor]
