@@ -54,6 +54,8 @@ def test_cli_strict_converts_bit_exact_division(invoke, tmp_path):
 
 def test_api_strict_option(tmp_path):
     src = _div_net(tmp_path / "net.onnx", 3.0)
-    assert nhwc_onnx.convert(src).report.options["strict"] is False
+    assert "strict" not in nhwc_onnx.convert(src).report.options
     with pytest.raises(UnsupportedOpError, match="normalise"):
         nhwc_onnx.convert(src, strict=True)
+    exact = _div_net(tmp_path / "exact.onnx", 0.5)
+    assert nhwc_onnx.convert(exact, strict=True).report.options["strict"] is True
