@@ -20,6 +20,7 @@ from .base import Pass, PassContext, PassResult
 from .legalize_pool import dilated_max_pool
 from .legalize_tensor import TENSOR_HANDLERS, broadcast_to
 from .rewrite import (
+    affine_batchnorm,
     apply_handlers,
     become,
     channel_vector,
@@ -56,7 +57,7 @@ def _arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
             become(node, "AddBias", [x, const(graph, vec, f"{node.name}/B")])
             return True
         if vec is not None and node.op == "Mul" and len(out) >= 2:
-            _affine_bn(graph, node, x, vec, np.zeros_like(vec))
+            affine_batchnorm(graph, node, x, vec, np.zeros_like(vec))
             return True
     ins = []
     for v in (a, b):
@@ -68,15 +69,6 @@ def _arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
         ins.append(full)
     become(node, node.op, ins)
     return True
-
-
-def _affine_bn(graph: Graph, node: Node, x: Value, scale: np.ndarray, bias: np.ndarray) -> None:
-    """y = x*scale + bias per channel as BatchNormalization with mean 0, var 1, epsilon 0."""
-    c = scale.shape[0]
-    become(node, "BatchNormalization",
-           [x, const(graph, scale, f"{node.name}/scale"), const(graph, bias, f"{node.name}/B"),
-            const(graph, np.zeros(c), f"{node.name}/mean"),
-            const(graph, np.ones(c), f"{node.name}/var")], {"epsilon": 0.0})
 
 
 def _sub(graph: Graph, node: Node, ctx: PassContext) -> bool:

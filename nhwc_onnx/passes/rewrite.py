@@ -80,6 +80,26 @@ def problem(node: Node, reason: str, rule: str = "") -> NodeProblem:
     return NodeProblem(node.name, node.op, reason, rule)
 
 
+def int_pair(node: Node, name: str, default: int) -> list[int]:
+    """A two-element int attribute (strides, dilations ...); absent or empty: the default."""
+    value = node.attrs.get(name)
+    return [int(v) for v in value] if value else [default, default]
+
+
+def affine_batchnorm(graph: Graph, node: Node, x: Value, scale: np.ndarray, bias: np.ndarray,
+                     domain: str = DIALECT) -> Node:
+    """Turn ``node`` into y = x*scale + bias per channel: BatchNormalization with mean 0,
+    var 1, epsilon 0 (the core op also names its channel axis, the last)."""
+    c = scale.shape[0]
+    attrs: dict[str, Any] = {"epsilon": 0.0}
+    if domain == CORE:
+        attrs["axis"] = -1
+    return become(node, "BatchNormalization",
+                  [x, const(graph, scale, f"{node.name}/scale"), const(graph, bias, f"{node.name}/B"),
+                   const(graph, np.zeros(c), f"{node.name}/mean"),
+                   const(graph, np.ones(c), f"{node.name}/var")], attrs, domain=domain)
+
+
 def shape_of(value: Value | None) -> tuple | None:
     return None if value is None or value.shape is None else tuple(value.shape)
 
