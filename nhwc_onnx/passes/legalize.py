@@ -263,8 +263,7 @@ class Legalize(Pass):
         graph = model.graph
 
         def ready(node: Node) -> bool:
-            return not _already_refused(ctx, node) and all(
-                v is None or v.shape is not None for v in (*node.inputs, *node.outputs))
+            return all(v is None or v.shape is not None for v in (*node.inputs, *node.outputs))
 
         done = apply_handlers(graph, ctx, HANDLERS, ready)
         for node, source_op in done:
@@ -278,10 +277,6 @@ class Legalize(Pass):
 
     @staticmethod
     def _leftovers(graph: Graph, ctx: PassContext) -> list[NodeProblem]:
-        reasons: dict[str, tuple[str, str]] = {}
-        for d in ctx.decisions:
-            if d.data.get("refused"):  # the latest record is the most specific
-                reasons[d.node] = (d.data.get("reason", d.detail), d.data.get("rule", ""))
         problems = []
         for kind, values in (("graph input", graph.inputs), ("graph output", graph.outputs)):
             for v in values:
@@ -293,14 +288,5 @@ class Legalize(Pass):
                 default = (f"core op '{node.op}' has no exact equivalent in the dialect"
                            if node.op not in HANDLERS else "no exact dialect rewrite for these "
                            "shapes")
-                why, rule = reasons.get(node.name, (default, ""))
-                problems.append(problem(node, why, rule))
+                problems.append(ctx.refusals.get(node) or problem(node, default))
         return problems
-
-
-def _already_refused(ctx: PassContext, node: Node) -> bool:
-    """Select refused it for a definite reason that legalisation cannot lift."""
-    return any(d.kind == "select" and d.node == node.name and d.data.get("refused")
-               and node.op in ("Conv", "ConvTranspose", "AveragePool",
-                               "BatchNormalization", "Softmax", "Cast")
-               for d in ctx.decisions)

@@ -22,7 +22,7 @@ import numpy as np
 from ..ir import CORE, Graph, Node, Value
 from . import padding_math as pm
 from .base import Pass, PassContext, PassResult
-from .rewrite import append_after, const, emit, int_pair, sole_consumer
+from .rewrite import append_after, const, emit, int_pair, problem, sole_consumer
 from .value_range import is_nonnegative
 
 _KINDS = {"Conv": pm.CONV, "MaxPool": pm.MAX, "AveragePool": pm.AVG}
@@ -227,6 +227,7 @@ def _refuse(ctx: PassContext, node: Node, why: str) -> None:
     """Leave the node as it is; legalisation's single error lists it with this reason."""
     ctx.record("padding", node.name, f"no exact dialect padding (left for legalisation): {why}",
                refused=True, reason=why, op=node.op, rule="padding")
+    ctx.refusals[node] = problem(node, why, "padding")
 
 
 def _static(value: Value) -> bool:

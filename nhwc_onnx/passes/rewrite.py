@@ -116,9 +116,7 @@ def append_after(graph: Graph, node: Node, op: str, extra_inputs: Sequence[Value
     old = node.outputs[0]
     inner = old.shape if shape is None else tuple(shape)
     fresh = Value(graph.unique_name(f"{node.name}/{suffix}_in"), "float32", inner, old.layout)
-    node.outputs[0] = fresh
-    fresh._producer = node
-    old._producer = None
+    graph.move_output(fresh, node)
     return graph.make_node(op, [fresh, *extra_inputs], attrs, name=f"{node.name}/{suffix}",
                            outputs=[old], domain=domain)
 
@@ -127,6 +125,7 @@ def refuse(ctx, node: Node, reason: str) -> bool:
     """Leave ``node`` unconverted and say why; legalisation reports it in the one final error."""
     ctx.record("select", node.name, f"{node.op}: {reason}", refused=True, op=node.op,
                reason=reason)
+    ctx.refusals[node] = problem(node, reason)
     return False
 
 
