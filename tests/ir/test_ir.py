@@ -133,7 +133,7 @@ def test_node_outputs_cannot_be_changed_from_outside_the_ir():
 
 
 def test_move_output_keeps_the_tensor_its_uses_and_its_graph_output_role():
-    g, x, a, b, c = _chain()
+    g, _, _, _, c = _chain()
     y = c.output
     fresh = Value("c_inner")
     assert g.move_output(fresh, c) is y  # c now writes an inner tensor ...
