@@ -52,7 +52,7 @@ def test_core_graph_contract(tmp_path):
     assert pool.op == "AveragePool" and pool.attrs["ceil_mode"] == 1
     assert pool.attrs["count_include_pad"] == 1
     assert (flat.op, gemm.op, gemm.attrs["transB"]) == ("Flatten", "Gemm", 1)
-    assert gemm.name == "fc" and flat.name == "fc.flatten"
+    assert gemm.name == "fc" and flat.name == "fc/flatten"
     assert g.inputs[0].layout == "NCHW" and g.inputs[0].shape == (2, 3, 11, 9)
     assert model.metadata["source_framework"] == "caffe"
     assert model.metadata["source_file"].endswith("net.prototxt")
