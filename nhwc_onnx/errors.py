@@ -5,7 +5,7 @@ Each class mixes in the builtin it resembles so callers can catch either.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # Exit codes used by the command line (documented in the README).
 EXIT_OK = 0
@@ -132,12 +132,12 @@ class VerificationError(NhwcOnnxError, AssertionError):
 
 @dataclass
 class ConversionContext:
-    """Where an error happened, for messages like: while converting node 'conv1' (Convolution)."""
+    """Where an error happened, for messages like: while converting node 'conv1' (Convolution).
+    The frontends' conversion loop (frontends/base.py) adds it to the errors it passes on."""
 
     node: str = ""
     op: str = ""
     framework: str = ""
-    notes: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         fw = f", {self.framework}" if self.framework else ""

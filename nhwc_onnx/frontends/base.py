@@ -1,11 +1,35 @@
-"""What all frontends share: options, the converter registry, the unsupported-op scan."""
+"""What all frontends share: options, the converter registry, the refusal type and the one
+conversion loop.
+
+Every converter has the signature ``fn(ctx, node)``: the frontend's context (values built so
+far, emit helpers) and the source node. ``convert_nodes`` runs them in order under one policy:
+
+- the registry scan lists every op without a converter up front;
+- a converter raises ``Refusal(reason)`` when the node has no exact core form: the loop notes it
+  and goes on, skipping the nodes that depend on it, and raises ONE UnsupportedOpError at the end;
+- a project error (InvalidModelError, InvalidAttributeError ...) means the user's model is
+  broken: raised at once, naming the node;
+- anything else (KeyError, IndexError, TypeError ...) is a bug in nhwc-onnx: ConversionBugError
+  naming the node, never blamed on the model.
+"""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import NodeProblem, UnsupportedOpError
+from ..errors import (
+    ConversionBugError,
+    ConversionContext,
+    InvalidAttributeError,
+    InvalidModelError,
+    ModelLoadError,
+    NhwcOnnxError,
+    NodeProblem,
+    UnsupportedOpError,
+)
+
+N = TypeVar("N")
 
 
 @dataclass
@@ -63,12 +87,90 @@ class OpRegistry:
         """(op name, one-line description) for docs and ``nhwc-onnx ops --framework``."""
         return [(n, self._by_name[n].doc) for n in self.names()]
 
-    def scan(self, items: list[tuple[str, str]], framework_label: str = "") -> None:
-        """Raise one UnsupportedOpError listing every (node name, op) without a converter."""
-        problems = [
+    def unsupported(self, items: Iterable[tuple[str, str]]) -> list[NodeProblem]:
+        """One problem per (node name, op) without a converter."""
+        return [
             NodeProblem(name, op, f"no {self.framework} converter for op '{op}'")
             for name, op in items
             if op not in self._by_name
         ]
-        if problems:
-            raise UnsupportedOpError(problems, framework_label or self.framework)
+
+
+class Refusal(Exception):
+    """A converter cannot express this node exactly; the reason joins the one final error."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+# Project errors whose message is one string: the loop can add the node to it.
+_PLAIN_MESSAGE = (InvalidModelError, InvalidAttributeError, ModelLoadError)
+
+
+def convert_nodes(
+    nodes: Iterable[N],
+    registry: OpRegistry,
+    framework: str,
+    describe: Callable[[N], tuple[str, str]],
+    convert: Callable[[Converter, N], None],
+    *,
+    blocked: Callable[[N], bool] | None = None,
+    not_converted: Callable[[N], None] | None = None,
+    problems: Iterable[NodeProblem] = (),
+) -> None:
+    """Convert ``nodes`` in order; raise one UnsupportedOpError listing every node that has no
+    exact form (``problems`` found earlier by the frontend come first).
+
+    ``describe(node)`` gives (name, op); ``convert(converter, node)`` builds the converter's
+    context and calls ``converter.fn(ctx, node)``. A node for which ``blocked(node)`` is true
+    reads a value a failed node should have made: skipped without a second message.
+    ``not_converted(node)`` hears of every node skipped or refused.
+    """
+    nodes = list(nodes)
+    found = list(problems)
+    missing = {(p.node, p.op) for p in found}
+    found += [p for p in registry.unsupported(describe(n) for n in nodes)
+              if (p.node, p.op) not in missing]
+    missing |= {(p.node, p.op) for p in found}
+    for node in nodes:
+        name, op = describe(node)
+        if (name, op) in missing or (blocked is not None and blocked(node)):
+            if not_converted is not None:
+                not_converted(node)
+            continue
+        try:
+            convert(registry.get(op), node)
+        except Refusal as refusal:
+            found.append(NodeProblem(name, op, refusal.reason))
+        except UnsupportedOpError as exc:
+            found.extend(exc.problems)
+        except NhwcOnnxError as exc:
+            named = _naming(exc, ConversionContext(name, op, framework))
+            if named is exc:
+                raise
+            raise named from exc
+        except Exception as exc:  # our converter failed on input it should have checked
+            where = ConversionContext(name, op, framework).describe()
+            raise ConversionBugError(
+                f"internal error in nhwc-onnx {where}: {type(exc).__name__}: {exc}") from exc
+        else:
+            continue
+        if not_converted is not None:
+            not_converted(node)
+    if found:
+        raise UnsupportedOpError(sort_problems(found, nodes, describe), framework)
+
+
+def sort_problems(problems: Iterable[NodeProblem], nodes: Iterable[N],
+                  describe: Callable[[N], tuple[str, str]]) -> list[NodeProblem]:
+    """Problems in model order; those not about a node (graph inputs ...) first."""
+    position = {describe(node): i for i, node in enumerate(nodes)}
+    return sorted(problems, key=lambda p: position.get((p.node, p.op), -1))
+
+
+def _naming(exc: NhwcOnnxError, where: ConversionContext) -> NhwcOnnxError:
+    """``exc`` with the node in its message (unchanged when it names the node already)."""
+    if f"'{where.node}'" in str(exc) or type(exc) not in _PLAIN_MESSAGE:
+        return exc
+    return type(exc)(f"{exc} ({where.describe()})")

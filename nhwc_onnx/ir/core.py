@@ -92,7 +92,7 @@ def _dtype_name(array: np.ndarray) -> str:
 class Node:
     """One operation. ``attrs`` hold plain Python values: int, float, str, lists, ndarray."""
 
-    __slots__ = ("_inputs", "_seq", "attrs", "doc", "domain", "graph", "name", "op", "outputs")
+    __slots__ = ("_inputs", "_outputs", "_seq", "attrs", "doc", "domain", "graph", "name", "op")
 
     def __init__(
         self,
@@ -109,7 +109,7 @@ class Node:
         self.name = name
         self.attrs: dict[str, Any] = dict(attrs or {})
         self._inputs: list[Value | None] = []
-        self.outputs: list[Value] = []
+        self._outputs: list[Value] = []
         self.graph: Graph | None = None
         self.doc = doc  # e.g. the source op this node came from
         self._seq = 0
@@ -121,7 +121,7 @@ class Node:
                     f"value '{v.name}' is produced by both '{v._producer.name}' and '{name}'"
                 )
             v._producer = self
-            self.outputs.append(v)
+            self._outputs.append(v)
 
     # -- inputs -----------------------------------------------------------------------------
     @property
@@ -161,13 +161,18 @@ class Node:
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
 
+    # -- outputs (changed only through Graph.move_output, which keeps producers right) --------
+    @property
+    def outputs(self) -> tuple[Value, ...]:
+        return tuple(self._outputs)
+
     @property
     def output(self) -> Value:
-        return self.outputs[0]
+        return self._outputs[0]
 
     def __repr__(self) -> str:
         ins = ", ".join(v.name if v is not None else "-" for v in self._inputs)
-        outs = ", ".join(v.name for v in self.outputs)
+        outs = ", ".join(v.name for v in self._outputs)
         return f"Node({self.domain}.{self.op} {self.name!r}: ({ins}) -> ({outs}))"
 
 
@@ -193,6 +198,17 @@ class Graph:
 
     def unique_node_name(self, base: str) -> str:
         return _fresh(self._node_names, base or "node")
+
+    def release_name(self, name: str) -> None:
+        """Make a reserved tensor name available again (for the value that should carry it)."""
+        self._names.discard(name)
+
+    def rename_value(self, value: Value, base: str) -> str:
+        """Give ``value`` a fresh name derived from ``base``; its old name becomes free."""
+        old = value.name
+        value.name = self.unique_name(base)
+        self.release_name(old)
+        return value.name
 
     # -- values -----------------------------------------------------------------------------
     def new_value(
@@ -228,7 +244,7 @@ class Graph:
         if node.graph is not None:
             raise ValueError(f"node '{node.name}' already belongs to a graph")
         node.name = self.unique_node_name(node.name or node.op.lower())
-        for v in node.outputs:
+        for v in node._outputs:
             self._names.add(v.name)
         node.graph = self
         node._seq = next(self._seq)
@@ -269,9 +285,25 @@ class Graph:
             return
         node._detach_inputs()
         node.graph = None
-        for v in node.outputs:
+        for v in node._outputs:
             if v._producer is node:
                 v._producer = None
+
+    def move_output(self, value: Value, node: Node, index: int = 0) -> Value:
+        """Make ``node`` produce ``value`` (its name, uses and graph-output role stay) as output
+        ``index``; returns the tensor the node wrote there before, now without a producer.
+        ``value`` must have no producer left (its old one was removed) or be ``node``'s."""
+        producer = value._producer
+        if producer is not None and producer is not node and id(producer) in self._nodes:
+            raise ValueError(f"value '{value.name}' is still produced by '{producer.name}'")
+        before = node._outputs[index]
+        if before is value:
+            return before
+        node._outputs[index] = value
+        value._producer = node
+        before._producer = None
+        self._names.add(value.name)
+        return before
 
     def replace_all_uses(self, old: Value, new: Value) -> None:
         """Every consumer of ``old`` (and the graph outputs) now reads ``new``."""
@@ -297,9 +329,7 @@ class Graph:
             if producer is not None:
                 # Rename the producer's tensor so the graph output keeps its public name.
                 self.replace_all_uses(src, out)
-                out._producer = producer
-                producer.outputs[producer.outputs.index(src)] = out
-                src._producer = None
+                self.move_output(out, producer, producer._outputs.index(src))
                 return
             self.replace_all_uses(out, src)
             return
@@ -316,7 +346,7 @@ class Graph:
             for v in node._inputs:
                 if v is not None:
                     seen.setdefault(id(v), v)
-            for v in node.outputs:
+            for v in node._outputs:
                 seen.setdefault(id(v), v)
         for v in self.outputs:
             seen.setdefault(id(v), v)
@@ -367,7 +397,7 @@ class Graph:
             node = self._nodes[nid]
             order.append(node)
             done: set[int] = set()
-            for v in node.outputs:
+            for v in node._outputs:
                 for user, _ in v._uses:
                     uid = id(user)
                     if uid in done or uid not in self._nodes:

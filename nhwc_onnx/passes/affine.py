@@ -143,8 +143,5 @@ def _set_bias(graph: Graph, prod: Node, bias: np.ndarray) -> None:
 def _take_over_output(graph: Graph, prod: Node, consumer: Node) -> None:
     """``prod`` now computes ``consumer``'s output tensor (name, uses, graph-output role)."""
     y = consumer.output
-    x = prod.outputs[0]
     graph.remove_node(consumer)
-    prod.outputs[0] = y
-    y._producer = prod
-    x._producer = None
+    graph.move_output(y, prod)

@@ -2,7 +2,8 @@
 
 A pass is ``call(model, ctx) -> PassResult(modified)``; it rewrites ``model.graph`` in place.
 The manager times every pass, records op counts, and re-raises unexpected exceptions as
-ConversionBugError naming the pass. Decisions worth reporting go to ``ctx.record``.
+ConversionBugError naming the pass. Decisions worth reporting go to ``ctx.record``; a pass
+that leaves a node unconverted says why in ``ctx.refusals``, where legalisation reads it.
 """
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConversionBugError, NhwcOnnxError
-from ..ir import Model
+from ..errors import ConversionBugError, NhwcOnnxError, NodeProblem
+from ..ir import Model, Node
 
 log = logging.getLogger("nhwc_onnx.passes")
 
@@ -43,6 +44,8 @@ class PassContext:
     options: dict[str, Any] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Nodes a pass left unconverted, with the latest reason (the most specific one).
+    refusals: dict[Node, NodeProblem] = field(default_factory=dict)
 
     def record(self, kind: str, node: str, detail: str, **data: Any) -> None:
         self.decisions.append(Decision(kind, node, detail, data))

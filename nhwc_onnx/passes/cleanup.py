@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..ir import CORE, Graph, Model
 from .base import Pass, PassContext, PassResult
+from .rewrite import remove_dead
 
 PASS_THROUGH = {"Identity", "Dropout"}
 
@@ -47,19 +48,6 @@ def _is_empty(value) -> bool:
     return value.static and any(int(d) == 0 for d in value.shape)
 
 
-def remove_dead_nodes(graph: Graph) -> int:
-    """Remove nodes none of whose outputs reach a graph output."""
-    graph.toposort()
-    removed = 0
-    outputs = {id(v) for v in graph.outputs}
-    for node in reversed(graph.nodes):
-        if any(v.uses() or id(v) in outputs for v in node.outputs):
-            continue
-        graph.remove_node(node)
-        removed += 1
-    return removed
-
-
 class Cleanup(Pass):
     name = "cleanup"
 
@@ -67,7 +55,7 @@ class Cleanup(Pass):
         graph = model.graph
         empty = drop_empty_concat_inputs(graph)
         through = remove_pass_through(graph)
-        dead = remove_dead_nodes(graph)
+        dead = remove_dead(graph)
         if through or dead:
             ctx.record("cleanup", "", f"removed {through} pass-through and {dead} dead node(s)",
                        pass_through=through, dead=dead)

@@ -18,7 +18,7 @@ import numpy as np
 from ..ir import CORE
 from .affine import fold, foldable, node_affine
 from .base import Pass, PassContext, PassResult
-from .rewrite import become, const, sole_consumer
+from .rewrite import affine_batchnorm, sole_consumer
 
 
 class FoldBatchNorm(Pass):
@@ -44,7 +44,7 @@ class FoldBatchNorm(Pass):
                            into=prod.name, op=node.op)
                 modified = True
             elif node.op == "Mul" and not np.all(a == a[0]):
-                self._as_batchnorm(graph, node, x, a)
+                affine_batchnorm(graph, node, x, a, np.zeros(a.shape[0]), domain=CORE)
                 ctx.record("fold_batchnorm", node.name, "per-channel Mul kept as "
                            "BatchNormalization (mean 0, var 1, epsilon 0): nothing to fold into",
                            op=node.op, folded=False)
@@ -55,12 +55,3 @@ class FoldBatchNorm(Pass):
                        else "no Conv/ConvTranspose/Gemm/MatMul with constant weights before it")
                 ctx.record("fold_batchnorm", node.name, f"not folded: {why}", folded=False)
         return PassResult(modified)
-
-    @staticmethod
-    def _as_batchnorm(graph, node, x, a) -> None:
-        c = a.shape[0]
-        become(node, "BatchNormalization",
-               [x, const(graph, a, f"{node.name}/scale"), const(graph, np.zeros(c), f"{node.name}/B"),
-                const(graph, np.zeros(c), f"{node.name}/mean"),
-                const(graph, np.ones(c), f"{node.name}/var")],
-               {"epsilon": 0.0, "axis": -1}, domain=CORE)

@@ -21,6 +21,7 @@ from .base import Pass, PassContext, PassResult
 from .legalize_pool import dilated_max_pool
 from .legalize_tensor import TENSOR_HANDLERS, broadcast_to
 from .rewrite import (
+    affine_batchnorm,
     apply_handlers,
     become,
     channel_vector,
@@ -57,7 +58,7 @@ def _arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
             become(node, "AddBias", [x, const(graph, vec, f"{node.name}/B")])
             return True
         if vec is not None and node.op == "Mul" and len(out) >= 2:
-            _affine_bn(graph, node, x, vec, np.zeros_like(vec))
+            affine_batchnorm(graph, node, x, vec, np.zeros_like(vec))
             return True
     ins = []
     for v in (a, b):
@@ -69,15 +70,6 @@ def _arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
         ins.append(full)
     become(node, node.op, ins)
     return True
-
-
-def _affine_bn(graph: Graph, node: Node, x: Value, scale: np.ndarray, bias: np.ndarray) -> None:
-    """y = x*scale + bias per channel as BatchNormalization with mean 0, var 1, epsilon 0."""
-    c = scale.shape[0]
-    become(node, "BatchNormalization",
-           [x, const(graph, scale, f"{node.name}/scale"), const(graph, bias, f"{node.name}/B"),
-            const(graph, np.zeros(c), f"{node.name}/mean"),
-            const(graph, np.ones(c), f"{node.name}/var")], {"epsilon": 0.0})
 
 
 def _sub(graph: Graph, node: Node, ctx: PassContext) -> bool:
@@ -278,8 +270,7 @@ class Legalize(Pass):
         graph = model.graph
 
         def ready(node: Node) -> bool:
-            return not _already_refused(ctx, node) and all(
-                v is None or v.shape is not None for v in (*node.inputs, *node.outputs))
+            return all(v is None or v.shape is not None for v in (*node.inputs, *node.outputs))
 
         done = apply_handlers(graph, ctx, HANDLERS, ready)
         for node, source_op in done:
@@ -293,10 +284,6 @@ class Legalize(Pass):
 
     @staticmethod
     def _leftovers(graph: Graph, ctx: PassContext) -> list[NodeProblem]:
-        reasons: dict[str, tuple[str, str]] = {}
-        for d in ctx.decisions:
-            if d.data.get("refused"):  # the latest record is the most specific
-                reasons[d.node] = (d.data.get("reason", d.detail), d.data.get("rule", ""))
         problems = []
         for kind, values in (("graph input", graph.inputs), ("graph output", graph.outputs)):
             for v in values:
@@ -308,14 +295,5 @@ class Legalize(Pass):
                 default = (f"core op '{node.op}' has no exact equivalent in the dialect"
                            if node.op not in HANDLERS else "no exact dialect rewrite for these "
                            "shapes")
-                why, rule = reasons.get(node.name, (default, ""))
-                problems.append(problem(node, why, rule))
+                problems.append(ctx.refusals.get(node) or problem(node, default))
         return problems
-
-
-def _already_refused(ctx: PassContext, node: Node) -> bool:
-    """Select refused it for a definite reason that legalisation cannot lift."""
-    return any(d.kind == "select" and d.node == node.name and d.data.get("refused")
-               and node.op in ("Conv", "ConvTranspose", "AveragePool",
-                               "BatchNormalization", "Softmax", "Cast")
-               for d in ctx.decisions)

@@ -10,21 +10,16 @@ from __future__ import annotations
 from ..ir import Graph, Node
 from . import padding_math as pm
 from .base import PassContext
-from .rewrite import become, emit, refuse
+from .rewrite import become, emit, int_pair, refuse
 from .value_range import is_nonnegative
 
 
-def _pair(node: Node, name: str, default: int) -> list[int]:
-    value = node.attrs.get(name)
-    return [int(v) for v in value] if value else [default, default]
-
-
 def dilated_max_pool(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    dilations = _pair(node, "dilations", 1)
+    dilations = int_pair(node, "dilations", 1)
     x = node.input(0)
     if dilations == [1, 1] or x.rank != 4 or node.attrs.get("data_format") != "NHWC":
         return False  # padding normalisation already said why this node cannot convert
-    kernel, strides = [int(k) for k in node.attrs["kernel_shape"]], _pair(node, "strides", 1)
+    kernel, strides = [int(k) for k in node.attrs["kernel_shape"]], int_pair(node, "strides", 1)
     pads = [int(p) for p in (node.attrs.get("pads") or [0, 0, 0, 0])]
     axes = [pm.resolve_axis(x.shape[1 + a], kernel[a], strides[a], dilations[a], pads[a],
                             pads[a + 2], node.attrs.get("auto_pad", "NOTSET"),

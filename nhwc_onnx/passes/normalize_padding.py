@@ -24,15 +24,10 @@ from ..ir import CORE, Graph, Node, Value
 from . import padding_math as pm
 from . import rounding
 from .base import Pass, PassContext, PassResult
-from .rewrite import append_after, const, emit, sole_consumer
+from .rewrite import append_after, const, emit, int_pair, problem, sole_consumer
 from .value_range import is_nonnegative
 
 _KINDS = {"Conv": pm.CONV, "MaxPool": pm.MAX, "AveragePool": pm.AVG}
-
-
-def _pair(node: Node, name: str, default: int) -> list[int]:
-    value = node.attrs.get(name)
-    return [int(v) for v in value] if value else [default, default]
 
 
 def analyse_node(node: Node, kind: str) -> tuple[tuple[pm.AxisVerdict, pm.AxisVerdict], str]:
@@ -45,8 +40,8 @@ def analyse_node(node: Node, kind: str) -> tuple[tuple[pm.AxisVerdict, pm.AxisVe
         kernel = [int(k) for k in kernel]
     else:
         kernel = [int(k) for k in node.attrs["kernel_shape"]]
-    strides = _pair(node, "strides", 1)
-    dilations = _pair(node, "dilations", 1)
+    strides = int_pair(node, "strides", 1)
+    dilations = int_pair(node, "dilations", 1)
     pads = [int(p) for p in (node.attrs.get("pads") or [0, 0, 0, 0])]
     auto_pad = node.attrs.get("auto_pad", "NOTSET")
     ceil_mode = bool(node.attrs.get("ceil_mode", 0)) and kind != pm.CONV
@@ -141,7 +136,7 @@ class NormalizePadding(Pass):
         if not any(whole) or not all(w or v.valid for v, w in zip(verdicts, whole)):
             return None
         kernel = [int(k) for k in node.attrs["kernel_shape"]]
-        strides = _pair(node, "strides", 1)
+        strides = int_pair(node, "strides", 1)
         for axis, w in enumerate(whole):
             if w:
                 kernel[axis], strides[axis] = verdicts[axis].source.size, 1
@@ -234,6 +229,7 @@ def _refuse(ctx: PassContext, node: Node, why: str) -> None:
     """Leave the node as it is; legalisation's single error lists it with this reason."""
     ctx.record("padding", node.name, f"no exact dialect padding (left for legalisation): {why}",
                refused=True, reason=why, op=node.op, rule="padding")
+    ctx.refusals[node] = problem(node, why, "padding")
 
 
 def _static(value: Value) -> bool:

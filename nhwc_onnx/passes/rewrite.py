@@ -80,6 +80,26 @@ def problem(node: Node, reason: str, rule: str = "") -> NodeProblem:
     return NodeProblem(node.name, node.op, reason, rule)
 
 
+def int_pair(node: Node, name: str, default: int) -> list[int]:
+    """A two-element int attribute (strides, dilations ...); absent or empty: the default."""
+    value = node.attrs.get(name)
+    return [int(v) for v in value] if value else [default, default]
+
+
+def affine_batchnorm(graph: Graph, node: Node, x: Value, scale: np.ndarray, bias: np.ndarray,
+                     domain: str = DIALECT) -> Node:
+    """Turn ``node`` into y = x*scale + bias per channel: BatchNormalization with mean 0,
+    var 1, epsilon 0 (the core op also names its channel axis, the last)."""
+    c = scale.shape[0]
+    attrs: dict[str, Any] = {"epsilon": 0.0}
+    if domain == CORE:
+        attrs["axis"] = -1
+    return become(node, "BatchNormalization",
+                  [x, const(graph, scale, f"{node.name}/scale"), const(graph, bias, f"{node.name}/B"),
+                   const(graph, np.zeros(c), f"{node.name}/mean"),
+                   const(graph, np.ones(c), f"{node.name}/var")], attrs, domain=domain)
+
+
 def shape_of(value: Value | None) -> tuple | None:
     return None if value is None or value.shape is None else tuple(value.shape)
 
@@ -96,9 +116,7 @@ def append_after(graph: Graph, node: Node, op: str, extra_inputs: Sequence[Value
     old = node.outputs[0]
     inner = old.shape if shape is None else tuple(shape)
     fresh = Value(graph.unique_name(f"{node.name}/{suffix}_in"), "float32", inner, old.layout)
-    node.outputs[0] = fresh
-    fresh._producer = node
-    old._producer = None
+    graph.move_output(fresh, node)
     return graph.make_node(op, [fresh, *extra_inputs], attrs, name=f"{node.name}/{suffix}",
                            outputs=[old], domain=domain)
 
@@ -107,6 +125,7 @@ def refuse(ctx, node: Node, reason: str) -> bool:
     """Leave ``node`` unconverted and say why; legalisation reports it in the one final error."""
     ctx.record("select", node.name, f"{node.op}: {reason}", refused=True, op=node.op,
                reason=reason)
+    ctx.refusals[node] = problem(node, reason)
     return False
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from ..ir import Graph, Node
 from . import padding_math as pm
 from .base import PassContext
-from .rewrite import append_after, become, const, const_of, refuse
+from .rewrite import append_after, become, const, const_of, int_pair, refuse
 
 
 def _pads_string(node: Node) -> str | None:
@@ -22,11 +22,6 @@ def _pads_string(node: Node) -> str | None:
     if node.attrs.get("count_include_pad", 0):
         return None
     return {"SAME_UPPER": "SAME", "VALID": "VALID"}.get(node.attrs.get("auto_pad", "NOTSET"))
-
-
-def _pair(node: Node, name: str, default: int) -> list[int]:
-    value = node.attrs.get(name)
-    return [int(v) for v in value] if value else [default, default]
 
 
 def _oihw(w: np.ndarray, layout: str) -> np.ndarray:
@@ -57,8 +52,8 @@ def _conv(graph: Graph, node: Node, ctx: PassContext) -> bool:
     w = _oihw(np.asarray(w), node.attrs.get("weight_layout", "OIHW"))
     m, cg, kh, kw = w.shape
     c_in, group = x.shape[3], int(node.attrs.get("group", 1))
-    attrs = {"kernel_shape": [kh, kw], "strides": _pair(node, "strides", 1),
-             "dilations": _pair(node, "dilations", 1), "pads": mode}
+    attrs = {"kernel_shape": [kh, kw], "strides": int_pair(node, "strides", 1),
+             "dilations": int_pair(node, "dilations", 1), "pads": mode}
     if group == c_in and c_in > 1 and cg == 1:
         mult = m // c_in
         dw = w.reshape(c_in, mult, kh, kw).transpose(2, 3, 0, 1)
@@ -82,13 +77,13 @@ def _pool(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if why is None and mode is None:
         return False  # padding normalisation refused it and recorded why
     kernel = [int(k) for k in node.attrs["kernel_shape"]]
-    dil = _pair(node, "dilations", 1)
+    dil = int_pair(node, "dilations", 1)
     if why is None and any(d != 1 and k != 1 for d, k in zip(dil, kernel)):
         why = f"dilations {dil}: the dialect pools have no dilation"
     if why:
         return refuse(ctx, node, why)
     become(node, node.op, [node.input(0)],
-           {"kernel_shape": kernel, "strides": _pair(node, "strides", 1), "pads": mode})
+           {"kernel_shape": kernel, "strides": int_pair(node, "strides", 1), "pads": mode})
     return True
 
 
@@ -114,8 +109,8 @@ def _conv_transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if node.attrs.get("weight_layout", "IOHW") == "HWOI":
         w = w.transpose(3, 2, 0, 1)
     kernel = list(w.shape[2:4])
-    strides, dil = _pair(node, "strides", 1), _pair(node, "dilations", 1)
-    out_pad = _pair(node, "output_padding", 0)
+    strides, dil = int_pair(node, "strides", 1), int_pair(node, "dilations", 1)
+    out_pad = int_pair(node, "output_padding", 0)
     pads = [int(p) for p in (node.attrs.get("pads") or [0, 0, 0, 0])]
     shape_attr = node.attrs.get("output_shape")
     auto_pad = node.attrs.get("auto_pad", "NOTSET")

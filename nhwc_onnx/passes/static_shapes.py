@@ -124,7 +124,7 @@ def infer_graph(graph: Graph) -> bool:
             ) from err
         except (ValueError, ArithmeticError, IndexError, TypeError) as exc:
             # Inference runs on the model's own attribute values (a 0 stride, a NaN scale):
-            # as in the frontends, a node it cannot even shape is a malformed node.
+            # a node it cannot even shape is a malformed node.
             raise InvalidModelError(
                 f"node '{node.name}' ({node.op}): malformed node, its output shape cannot be "
                 f"computed ({exc!r})") from exc

@@ -15,6 +15,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from ..protowire import encode_varint as _varint
+
 # Field numbers from onnx.proto (facts of the format).
 _MODEL_GRAPH = 7
 _GRAPH_INITIALIZER = 5
@@ -24,18 +26,6 @@ _TENSOR_RAW_DATA = 9
 _MODEL_BEFORE_GRAPH = ("ir_version", "producer_name", "producer_version", "domain",
                        "model_version", "doc_string")
 _GRAPH_BEFORE_INITIALIZERS = ("node", "name")
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def _tag(field: int) -> bytes:

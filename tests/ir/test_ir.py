@@ -121,3 +121,43 @@ def test_dangling_inputs_found():
     n = g.make_node("Relu", [ghost], name="r")
     g.outputs = [n.output]
     assert [(node.name, idx, v.name) for node, idx, v in g.dangling_inputs()] == [("r", 0, "ghost")]
+
+
+def test_node_outputs_cannot_be_changed_from_outside_the_ir():
+    _, _, a, _, _ = _chain()
+    assert isinstance(a.outputs, tuple)
+    with pytest.raises(AttributeError):
+        a.outputs = [Value("other")]
+    with pytest.raises(TypeError):
+        a.outputs[0] = Value("other")  # type: ignore[index]
+
+
+def test_move_output_keeps_the_tensor_its_uses_and_its_graph_output_role():
+    g, _, _, _, c = _chain()
+    y = c.output
+    fresh = Value("c_inner")
+    assert g.move_output(fresh, c) is y  # c now writes an inner tensor ...
+    assert c.outputs == (fresh,) and fresh.producer() is c and y.producer() is None
+    after = g.make_node("Neg", [fresh], name="after", outputs=[y])  # ... that Neg reads
+    assert y.producer() is after and g.outputs == [y]
+    g.toposort()
+    assert [n.name for n in g.nodes] == ["a", "b", "c", "after"]
+
+
+def test_move_output_refuses_a_tensor_another_live_node_produces():
+    g, _, a, b, _ = _chain()
+    with pytest.raises(ValueError, match="still produced by 'b'"):
+        g.move_output(b.output, a)
+    g.remove_node(b)  # once its producer is gone the tensor can move
+    g.move_output(b.output, a)
+    assert b.output.producer() is a
+
+
+def test_rename_value_frees_the_old_name_and_release_name_a_reserved_one():
+    g = Graph()
+    g.reserve_name("w")
+    v = g.constant(np.zeros(2, np.float32), "w")
+    assert v.name == "w_1"
+    g.release_name("w")
+    assert g.rename_value(v, "w") == "w"
+    assert g.unique_name("w_1") == "w_1"  # the old name is free again

@@ -1,17 +1,12 @@
 """Clean-up pass: pass-through removal, dead code, graph output names."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).parent))
-from core_oracles import rand, run_pass_and_compare
 
 from nhwc_onnx.ir import Graph, Model, Value
 from nhwc_onnx.passes import PassContext
 from nhwc_onnx.passes.cleanup import Cleanup
+from tests.passes.core_oracles import rand, run_pass_and_compare
 
 B = rand(3)
 

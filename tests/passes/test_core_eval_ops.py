@@ -1,17 +1,12 @@
 """Elementwise, linear-algebra and tensor core-op evaluators against onnxruntime / TensorFlow."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from core_oracles import close, eval_core, rand, run_onnx
-
 from nhwc_onnx.passes import core_eval
 from nhwc_onnx.schemas import CORE_OPS
+from tests.passes.core_oracles import close, eval_core, rand, run_onnx
 
 
 def test_every_core_op_has_an_evaluator():

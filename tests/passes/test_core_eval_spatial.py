@@ -1,14 +1,10 @@
 """Spatial core-op evaluators against onnxruntime (NCHW) and TensorFlow kernels (NHWC)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from core_oracles import close, eval_core, rand, run_onnx
+from tests.passes.core_oracles import close, eval_core, rand, run_onnx
 
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)

@@ -1,21 +1,16 @@
 """Core shape inference agrees with the evaluators (themselves checked against onnxruntime/TF)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
-from core_oracles import eval_core, rand, run_onnx
-
 from nhwc_onnx.ir import Node, Value
 from nhwc_onnx.passes import core_infer
 from nhwc_onnx.schemas import CORE_OPS, RuleError
 from nhwc_onnx.schemas.base import InferContext
+from tests.passes.core_oracles import eval_core, rand, run_onnx
 
 
 def infer(op, inputs, attrs=None, n_out=1):

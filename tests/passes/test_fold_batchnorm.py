@@ -1,14 +1,12 @@
 """BatchNorm folding: numbers against numpy references, structure, and the no-fold cases."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from dialect_oracles import (
+from nhwc_onnx.passes.base import PassContext
+from nhwc_onnx.passes.fold_batchnorm import FoldBatchNorm
+from tests.passes.dialect_oracles import (
     Builder,
     batchnorm_ref,
     conv_ref,
@@ -18,9 +16,6 @@ from dialect_oracles import (
     rand,
     run_dialect,
 )
-
-from nhwc_onnx.passes.base import PassContext
-from nhwc_onnx.passes.fold_batchnorm import FoldBatchNorm
 
 N, H, W = 2, 7, 5
 TOL = 1e-4

@@ -1,18 +1,13 @@
 """Constant folding: Keras decomposed BatchNorm, bias Reshape->Squeeze, shape subgraphs."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).parent))
-from core_oracles import rand, run_pass_and_compare
 
 from nhwc_onnx.ir import Graph, Model, Value
 from nhwc_onnx.passes import PassContext
 from nhwc_onnx.passes.fold_constants import FoldConstants
 from nhwc_onnx.passes.static_shapes import StaticShapes
+from tests.passes.core_oracles import rand, run_pass_and_compare
 
 C = 5
 GAMMA, BETA, MEAN = rand(C), rand(C), rand(C)

@@ -1,13 +1,11 @@
 """Bias fusion: channel-vector Add/Sub after Conv / depthwise / ConvTranspose / Dense."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from dialect_oracles import (
+from nhwc_onnx.passes.base import PassContext
+from nhwc_onnx.passes.fuse_bias import FuseBias
+from tests.passes.dialect_oracles import (
     Builder,
     batchnorm_ref,
     conv_ref,
@@ -17,9 +15,6 @@ from dialect_oracles import (
     rand,
     run_dialect,
 )
-
-from nhwc_onnx.passes.base import PassContext
-from nhwc_onnx.passes.fuse_bias import FuseBias
 
 N, H, W = 2, 6, 5
 TOL = 1e-4

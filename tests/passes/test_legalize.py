@@ -1,19 +1,14 @@
 """Legalisation: exact dialect subgraphs for ops outside the dialect, and one error for the rest."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from dialect_oracles import Builder, convert, max_err, rand, run_dialect
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import DIALECT
 from nhwc_onnx.passes.base import PassContext
 from nhwc_onnx.passes.legalize import Legalize
+from tests.passes.dialect_oracles import Builder, convert, max_err, rand, run_dialect
 
 N, H, W, C = 2, 6, 5, 3
 TOL = 1e-5

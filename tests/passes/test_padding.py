@@ -2,16 +2,15 @@
 option, the non-negativity proof for MaxPool, ConvTranspose forms, and the no-change case."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import assume, event, example, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
-from dialect_oracles import (
+from nhwc_onnx.errors import UnsupportedOpError
+from nhwc_onnx.passes.base import PassContext
+from nhwc_onnx.passes.normalize_padding import NormalizePadding
+from tests.passes.dialect_oracles import (
     Builder,
     conv_transpose_ref,
     convert,
@@ -20,10 +19,6 @@ from dialect_oracles import (
     rand,
     run_dialect,
 )
-
-from nhwc_onnx.errors import UnsupportedOpError
-from nhwc_onnx.passes.base import PassContext
-from nhwc_onnx.passes.normalize_padding import NormalizePadding
 
 N, C = 2, 3
 

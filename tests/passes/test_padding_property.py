@@ -6,11 +6,10 @@ answer. Conventions: ONNX (explicit pads, ceil_mode, count_include_pad, auto_pad
 input + pad), TensorFlow (SAME / VALID, explicit Pad before a VALID conv)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from hypothesis import HealthCheck, assume, event, example, given, settings
+from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
-from dialect_oracles import (
+from tests.passes.dialect_oracles import (
     Builder,
     caffe_pool_out,
     conv_ref,
@@ -23,8 +22,6 @@ from dialect_oracles import (
     run_dialect,
     tf_same,
 )
-from hypothesis import HealthCheck, assume, event, example, given, settings
-from hypothesis import strategies as st
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -3,16 +3,11 @@ looped over, and the answer is a project error naming the node, or exact numbers
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from dialect_oracles import Builder, convert, max_err, rand, run_dialect
 
 from nhwc_onnx.errors import InvalidModelError
 from nhwc_onnx.ir import NCHW, Graph, Model, Node, Value
@@ -21,6 +16,7 @@ from nhwc_onnx.passes.base import PassContext
 from nhwc_onnx.passes.fold_constants import FoldConstants
 from nhwc_onnx.passes.legalize_tensor import _coordinate, _nearest, _nearest_mismatch
 from nhwc_onnx.passes.static_shapes import StaticShapes
+from tests.passes.dialect_oracles import Builder, convert, max_err, rand, run_dialect
 
 COORDS = ("asymmetric", "half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn",
           "align_corners")

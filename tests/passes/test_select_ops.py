@@ -1,19 +1,14 @@
 """Op selection: one-to-one mappings, weight re-layouts and the small activation patterns."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from dialect_oracles import Builder, conv_ref, convert, max_err, rand, run_dialect
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import DIALECT
 from nhwc_onnx.passes.base import PassContext
 from nhwc_onnx.passes.select_ops import SelectOps
+from tests.passes.dialect_oracles import Builder, conv_ref, convert, max_err, rand, run_dialect
 
 N, H, W, C = 2, 7, 5, 4
 TOL = 1e-5

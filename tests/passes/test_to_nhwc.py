@@ -1,19 +1,14 @@
 """NCHW -> NHWC: structure, modified flag, and numbers (run_core before vs after)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from core_oracles import rand, run_pass_and_compare
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import Graph, Model, Value
 from nhwc_onnx.passes import PassContext
 from nhwc_onnx.passes.to_nhwc import ToNHWC
+from tests.passes.core_oracles import rand, run_pass_and_compare
 
 N, C, H, W = 2, 6, 7, 5
 

@@ -1,20 +1,15 @@
 """Random NCHW op chains: the pass either keeps the numbers exactly or refuses, never a wrong graph."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).parent))
-from core_oracles import run_pass_and_compare
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import Graph, Model, Value
 from nhwc_onnx.passes import PassContext
 from nhwc_onnx.passes.to_nhwc import ToNHWC
+from tests.passes.core_oracles import run_pass_and_compare
 
 OPS = ["conv", "add", "mul", "concat", "softmax", "slice", "pad", "reduce", "transpose",
        "shuffle", "squeeze_unsqueeze", "bn"]

@@ -13,8 +13,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 from rel_models import (

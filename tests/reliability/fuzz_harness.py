@@ -18,13 +18,10 @@ import os
 import resource
 import shutil
 import signal
-import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fuzz_cases import CaseFactory, FuzzCase
 

@@ -5,11 +5,8 @@
 from __future__ import annotations
 
 import re
-import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bad_inputs import all_cases
 from click.testing import CliRunner

@@ -129,21 +129,22 @@ class CaffeBuilder:
         """Add a core node for ``layer``.
 
         The layer's final node passes ``out`` (its top Value) and is named after the layer;
-        helper nodes pass ``part`` and are named "<layer>.<part>", as are their outputs.
+        helper nodes pass ``part`` and are named "<layer>/<part>" (the scheme of every
+        frontend and pass), as are their outputs.
         """
         if outputs is None:
             if out is None:
-                out = Value(self._fresh_name(f"{layer.name}.{part or op.lower()}"), "float32",
+                out = Value(self._fresh_name(f"{layer.name}/{part or op.lower()}"), "float32",
                             shape)
             outputs = [out]
-        name = layer.name if not part else f"{layer.name}.{part}"
+        name = layer.name if not part else f"{layer.name}/{part}"
         node = Node(op, list(inputs), list(outputs), attrs, name=name, doc=layer.type)
         self.graph.add_node(node)
         return outputs[0]
 
     def const(self, layer: pb.LayerParameter, array: np.ndarray, what: str) -> Value:
         array = np.asarray(array)
-        value = Value(self._fresh_name(f"{layer.name}.{what}"), const=array)
+        value = Value(self._fresh_name(f"{layer.name}/{what}"), const=array)
         return value
 
     def shape_const(self, layer: pb.LayerParameter, dims: Sequence[int], what: str) -> Value:

@@ -1,4 +1,5 @@
-"""Load a Caffe net into the IR: scan for unsupported layers, then convert layer by layer."""
+"""Load a Caffe net into the IR: check the layers, convert them one by one (frontends/base.py's
+loop), and raise one error naming every layer that has no exact form."""
 from __future__ import annotations
 
 import json
@@ -6,15 +7,9 @@ import os
 
 import numpy as np
 
-from ...errors import (
-    ConversionBugError,
-    InvalidModelError,
-    NhwcOnnxError,
-    NodeProblem,
-    UnsupportedOpError,
-)
+from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem, UnsupportedOpError
 from ...ir import Graph, Model
-from ..base import FrontendOptions
+from ..base import Converter, FrontendOptions, convert_nodes, sort_problems
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder
 from .prototxt import inference_layers, read_prototxt
@@ -26,22 +21,19 @@ _SOURCE_LAYERS = {"Input", "Data", "ImageData", "MemoryData", "DummyData", "HDF5
                   "WindowData", "AnnotatedData"}
 
 
-def scan_layers(layers: list[pb.LayerParameter]) -> None:
-    """Raise one UnsupportedOpError naming every layer that cannot be converted exactly."""
-    problems: list[NodeProblem] = []
-    try:
-        REGISTRY.scan([(layer.name, layer.type) for layer in layers], "caffe")
-    except UnsupportedOpError as e:
-        problems.extend(e.problems)
+def _describe(layer: pb.LayerParameter) -> tuple[str, str]:
+    return layer.name, layer.type
+
+
+def check_layers(layers: list[pb.LayerParameter]) -> list[NodeProblem]:
+    """What the prototxt alone shows: layers whose configuration has no exact form."""
+    problems = []
     for layer in layers:
         check = CHECKS.get(layer.type)
         reason = check(layer) if check is not None else None
         if reason:
             problems.append(NodeProblem(layer.name, layer.type, reason))
-    if problems:
-        order = {layer.name: i for i, layer in enumerate(layers)}
-        problems.sort(key=lambda p: order.get(p.node, 0))
-        raise UnsupportedOpError(problems, "caffe")
+    return problems
 
 
 def _net_inputs(b: CaffeBuilder, net: pb.NetParameter) -> None:
@@ -73,26 +65,33 @@ def _convert(path: str, options: FrontendOptions, weights_option: str | None
     layers = inference_layers(net)
     if options.outputs:
         layers = _layers_for(layers, options.outputs)
-    scan_layers(layers)
-    # Read the (possibly huge) caffemodel only once the net is known to be convertible.
-    weights = WeightSource.from_option(weights_option, options.seed)
+    problems = check_layers(layers) + REGISTRY.unsupported((la.name, la.type) for la in layers)
+    # A refused net is still converted, to list every layer that cannot be, but with zero
+    # weights: the (possibly huge) caffemodel is read only for a net that may convert.
+    weights = (WeightSource.placeholders() if problems
+               else WeightSource.from_option(weights_option, options.seed))
     graph = Graph(net.name or os.path.splitext(os.path.basename(path))[0])
     b = CaffeBuilder(graph, weights, options.input_shapes, options.batch)
-    _net_inputs(b, net)
-    for layer in layers:
-        fn = REGISTRY.get(layer.type).fn
+    unset: set[str] = set()  # blobs whose latest writer was not converted
+
+    def convert(converter: Converter, layer: pb.LayerParameter) -> None:
         if not layer.bottom and layer.type not in _SOURCE_LAYERS:
             raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no bottom")
         if not layer.top and layer.type != "Silence":
             raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no top")
-        try:
-            fn(b, layer)
-        except NhwcOnnxError:
+        converter.fn(b, layer)
+        unset.difference_update(layer.top)
+
+    try:
+        _net_inputs(b, net)
+        convert_nodes(layers, REGISTRY, "caffe", _describe, convert, blocked=lambda layer: any(name in unset for name in layer.bottom),
+                      not_converted=lambda layer: unset.update(layer.top), problems=problems)
+    except (InvalidModelError, InvalidAttributeError):
+        if not problems:
             raise
-        except Exception as e:  # a converter bug, not the user's model
-            raise ConversionBugError(
-                f"while converting layer '{layer.name}' ({layer.type}, caffe): "
-                f"{type(e).__name__}: {e}") from e
+        # The layers the prototxt alone shows to be unconvertible come first: what stopped
+        # the conversion run behind them may well be their consequence.
+        raise UnsupportedOpError(sort_problems(problems, layers, _describe), "caffe") from None
     if not graph.inputs:
         raise InvalidModelError(f"{path} declares no inputs (no input, Input or data layer)")
     unknown = [n for n in options.inputs or [] if n not in {v.name for v in graph.inputs}]

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import math
 
-from ...errors import InvalidModelError, NodeProblem, UnsupportedOpError
+from ...errors import InvalidModelError
+from ..base import Refusal
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder, canonical_axis, shape_of
 from .registry import converter
@@ -168,9 +169,8 @@ def convert_pooling(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     if (oh - 1) * sh >= h + ph or (ow - 1) * sw >= w + pw:
         # Caffe keeps a last window that starts past the input (stride > kernel, no pad) and
         # fills it with -FLT_MAX or a negative count: nothing to reproduce exactly.
-        raise UnsupportedOpError([NodeProblem(
-            layer.name, "Pooling", f"ceil rounding with stride {sh, sw} > kernel {kh, kw} makes "
-            "Caffe emit a window that lies entirely outside the input")], "caffe")
+        raise Refusal(f"ceil rounding with stride {sh, sw} > kernel {kh, kw} makes Caffe emit a "
+                      "window that lies entirely outside the input")
     attrs = {"kernel_shape": [kh, kw], "strides": [sh, sw], "pads": [ph, pw, ph, pw],
              "ceil_mode": 1 if ceil else 0, "data_format": "NCHW"}
     if not is_max:

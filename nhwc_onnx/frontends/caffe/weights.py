@@ -33,9 +33,10 @@ def _same_up_to_ones(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 
 class WeightSource:
     def __init__(self, stored: list[StoredLayer] | None, origin: str, seed: int = 0,
-                 random: bool = False):
+                 random: bool = False, placeholder: bool = False):
         self.origin = origin
         self.random = random
+        self.placeholder = placeholder
         self.rng = np.random.default_rng(seed)
         self.by_name: dict[str, StoredLayer] = {}
         for layer in stored or []:
@@ -43,6 +44,12 @@ class WeightSource:
         self.generated: dict[str, list[np.ndarray]] = {}  # what random mode produced
         self.random_total = 0  # elements generated so far
         self.used: set[str] = set()
+
+    @classmethod
+    def placeholders(cls) -> WeightSource:
+        """Zero weights of every expected shape, for a conversion run only to find every layer
+        that cannot be converted (the caffemodel is not read for a model that is refused)."""
+        return cls(None, "placeholder weights", placeholder=True)
 
     @classmethod
     def from_option(cls, weights: str | None, seed: int) -> WeightSource:
@@ -54,6 +61,13 @@ class WeightSource:
 
     def blobs(self, layer: pb.LayerParameter, specs: list[BlobSpec]) -> list[np.ndarray]:
         """The layer's blobs as float32 arrays of exactly the expected shapes."""
+        if self.placeholder:
+            for spec in specs:
+                if math.prod(spec.shape) > MAX_RANDOM_BLOB:
+                    raise InvalidModelError(
+                        f"layer '{layer.name}' ({layer.type}) implies a weight blob of shape "
+                        f"{list(spec.shape)}: refused as absurd")
+            return [np.zeros(spec.shape, np.float32) for spec in specs]  # untouched pages: free
         if self.random:
             self._check_random_budget(layer, specs)
             earlier = self.generated.get(layer.name)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import InvalidModelError, ModelLoadError
+from ...protowire import Truncated
+from ...protowire import read_varint as _varint
 
 # Wire types.
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -51,26 +53,6 @@ class StoredLayer:
     blobs: list[np.ndarray] = field(default_factory=list)
 
 
-class _Truncated(Exception):
-    pass
-
-
-def _varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise _Truncated()
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
 def _fields(buf: memoryview, start: int, end: int):
     """Yield (field number, wire type, value) where value is an int or a (start, end) span."""
     pos = start
@@ -85,17 +67,17 @@ def _fields(buf: memoryview, start: int, end: int):
         elif wire == _LEN:
             length, pos = _varint(buf, pos, end)
             if pos + length > end:
-                raise _Truncated()
+                raise Truncated()
             yield number, wire, (pos, pos + length)
             pos += length
         elif wire == _I32:
             if pos + 4 > end:
-                raise _Truncated()
+                raise Truncated()
             yield number, wire, (pos, pos + 4)
             pos += 4
         elif wire == _I64:
             if pos + 8 > end:
-                raise _Truncated()
+                raise Truncated()
             yield number, wire, (pos, pos + 8)
             pos += 8
         else:
@@ -220,7 +202,7 @@ def read_caffemodel(path: str | os.PathLike) -> list[StoredLayer]:
                 layers.append(_read_layer(buf, value, v1=False))
             elif number == 2 and wire == _LEN:
                 layers.append(_read_layer(buf, value, v1=True))
-    except _Truncated:
+    except Truncated:
         raise ModelLoadError(
             f"caffemodel {path} is truncated or corrupt (a field runs past the end of the "
             f"file, {size} bytes)") from None

@@ -11,19 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-
-def _varint(value: int) -> bytes:
-    if value < 0:
-        value += 1 << 64
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+from ...protowire import encode_varint as _varint
 
 
 def _len_field(number: int, payload: bytes) -> bytes:

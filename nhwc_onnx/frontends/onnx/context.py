@@ -17,6 +17,7 @@ from onnx import numpy_helper
 
 from ...errors import InvalidAttributeError
 from ...ir import CORE, Node, Value
+from ..base import Refusal
 
 if TYPE_CHECKING:
     from .importer import OnnxImporter
@@ -25,10 +26,6 @@ if TYPE_CHECKING:
 # Attributes without effect on inference results (training, legacy bookkeeping).
 IGNORED_ATTRIBUTES = frozenset({"consumed_inputs", "is_test", "momentum", "storage_order",
                                 "seed", "saturate"})
-
-
-class Refused(InvalidAttributeError):
-    """A node the frontend cannot convert exactly; the message is the reason."""
 
 
 def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:
@@ -76,7 +73,7 @@ class NodeCtx:
     def require_input(self, index: int, what: str) -> Value:
         value = self.input(index)
         if value is None:
-            raise Refused(f"input {index} ({what}) is missing")
+            raise Refusal(f"input {index} ({what}) is missing")
         return value
 
     def const(self, index: int) -> np.ndarray | None:
@@ -87,10 +84,10 @@ class NodeCtx:
 
     def require_const(self, index: int, what: str) -> np.ndarray:
         if not self.has_input(index):
-            raise Refused(f"input {index} ({what}) is missing")
+            raise Refusal(f"input {index} ({what}) is missing")
         value = self.const(index)
         if value is None:
-            raise Refused(
+            raise Refusal(
                 f"input '{self.proto.input[index]}' ({what}) must be a constant or computable "
                 "from static shapes, but it depends on runtime data"
             )
@@ -120,7 +117,7 @@ class NodeCtx:
         return tensor in self.importer.used_names
 
     def refuse(self, reason: str) -> None:
-        raise Refused(reason)
+        raise Refusal(reason)
 
     # -- writing ----------------------------------------------------------------------------
     @property

@@ -2,23 +2,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ...errors import (
-    InvalidAttributeError,
-    InvalidModelError,
-    NhwcOnnxError,
-    NodeProblem,
-    UnsupportedOpError,
-)
+from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem
 from ...ir import CORE, NCHW, Graph, Model, Value
 from ...schemas.base import CORE_OPS, check_attr_value
-from ..base import FrontendOptions, OpRegistry
-from .context import NodeCtx, Refused
+from ..base import Converter, FrontendOptions, OpRegistry, Refusal, convert_nodes
+from .context import NodeCtx
 from .folding import ShapeFolder
 from .structure import (
     check_arity,
@@ -208,38 +201,20 @@ class OnnxImporter:
 
     def _convert(self, order: list[onnx.NodeProto], names: dict[int, str]) -> None:
         problems = self._dtype_problems() if self.options.extra.get("float32_only", True) else []
-        items = [(names[id(n)], n.op_type) for n in order]
-        try:
-            self.registry.scan(items, "onnx")
-        except UnsupportedOpError as exc:
-            problems.extend(exc.problems)
-        unknown = {(p.node, p.op) for p in problems}
-        for node in order:
-            name = names[id(node)]
-            if (name, node.op_type) in unknown:
-                continue
-            try:
-                version = self._version_of(node)
-                converter: Callable = self.registry.get(node.op_type).fn
-                ctx = NodeCtx(self, node, name, version)
-                converter(ctx)
-                _check_emitted_attributes(ctx.emitted, name, node.op_type)
-                unread = ctx.unread_attributes()
-                if unread:
-                    raise Refused(f"attribute(s) {unread} are not supported by this converter "
-                                  "(the node converts without them)")
-            except Refused as exc:
-                problems.append(NodeProblem(name, node.op_type, str(exc)))
-            except UnsupportedOpError as exc:
-                problems.extend(exc.problems)
-            except NhwcOnnxError:
-                raise
-            except (ValueError, IndexError, KeyError, TypeError, AttributeError,
-                    ZeroDivisionError, OverflowError, MemoryError) as exc:
-                # Hostile or broken attributes/inputs: a reason for this node, not a traceback.
-                problems.append(NodeProblem(name, node.op_type, f"malformed node: {exc!r}"))
-        if problems:
-            raise UnsupportedOpError(problems, "onnx")
+        convert_nodes(order, self.registry, "onnx", lambda node: (names[id(node)], node.op_type),
+                      lambda converter, node: self._convert_node(converter, node, names),
+                      problems=problems)
+
+    def _convert_node(self, converter: Converter, node: onnx.NodeProto,
+                      names: dict[int, str]) -> None:
+        name = names[id(node)]
+        ctx = NodeCtx(self, node, name, self._version_of(node))
+        converter.fn(ctx, node)
+        _check_emitted_attributes(ctx.emitted, name, node.op_type)
+        unread = ctx.unread_attributes()
+        if unread:
+            raise Refusal(f"attribute(s) {unread} are not supported by this converter "
+                          "(the node converts without them)")
 
     def _dtype_problems(self) -> list[NodeProblem]:
         """The dialect computes in float32 only: say so for other graph inputs and outputs
@@ -258,12 +233,12 @@ class OnnxImporter:
     def _version_of(self, node: onnx.NodeProto) -> int:
         domain = node.domain or ""
         if domain not in ("", "ai.onnx"):
-            raise Refused(f"operator domain '{domain}' is not standard ONNX")
+            raise Refusal(f"operator domain '{domain}' is not standard ONNX")
         opset = self.opsets.get("", 0)
         try:
             return int(onnx.defs.get_schema(node.op_type, opset, "").since_version)
         except Exception as exc:  # onnx raises its own SchemaError type
-            raise Refused(f"op '{node.op_type}' does not exist in ONNX opset {opset}") from exc
+            raise Refusal(f"op '{node.op_type}' does not exist in ONNX opset {opset}") from exc
 
 
 def _check_emitted_attributes(nodes, name: str, op: str) -> None:

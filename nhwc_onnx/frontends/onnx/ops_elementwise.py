@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from ...errors import InvalidAttributeError, InvalidModelError
 from .context import NodeCtx, flag
@@ -12,19 +13,19 @@ _UNARY = ("Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Sqrt", "Reciprocal", "Exp", 
 
 
 @REGISTRY.register(*_UNARY)
-def unary(ctx: NodeCtx) -> None:
+def unary(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Elementwise op with the same meaning in core."""
     ctx.emit(ctx.op, [ctx.require_input(0, "X")])
 
 
 @REGISTRY.register("Identity")
-def identity(ctx: NodeCtx) -> None:
+def identity(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Pass-through."""
     ctx.passthrough()
 
 
 @REGISTRY.register("Dropout")
-def dropout(ctx: NodeCtx) -> None:
+def dropout(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Inference dropout is the identity (training mode and a used mask are refused)."""
     ctx.attr("ratio")  # no effect at inference
     if ctx.version >= 12 and ctx.has_input(2):
@@ -37,21 +38,21 @@ def dropout(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Elu", "LeakyRelu")
-def alpha_activation(ctx: NodeCtx) -> None:
+def alpha_activation(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """ELU / leaky ReLU with their alpha."""
     default = 1.0 if ctx.op == "Elu" else 0.01
     ctx.emit(ctx.op, [ctx.require_input(0, "X")], {"alpha": float(ctx.attr("alpha", default))})
 
 
 @REGISTRY.register("HardSigmoid")
-def hard_sigmoid(ctx: NodeCtx) -> None:
+def hard_sigmoid(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """max(0, min(1, alpha*x + beta))."""
     ctx.emit("HardSigmoid", [ctx.require_input(0, "X")],
              {"alpha": float(ctx.attr("alpha", 0.2)), "beta": float(ctx.attr("beta", 0.5))})
 
 
 @REGISTRY.register("Selu")
-def selu(ctx: NodeCtx) -> None:
+def selu(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """gamma * Elu(x, alpha)."""
     alpha = float(ctx.attr("alpha", 1.67326319217681884765625))
     gamma = float(ctx.attr("gamma", 1.05070102214813232421875))
@@ -61,7 +62,7 @@ def selu(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Softsign")
-def softsign(ctx: NodeCtx) -> None:
+def softsign(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """x / (1 + |x|)."""
     x = ctx.require_input(0, "X")
     magnitude = ctx.emit("Abs", [x], outputs=1, suffix="abs").output
@@ -71,7 +72,7 @@ def softsign(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Clip")
-def clip(ctx: NodeCtx) -> None:
+def clip(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Clip: bounds from attributes (before opset 11) or constant inputs."""
     if ctx.version < 11:
         low, high = ctx.attr("min"), ctx.attr("max")
@@ -96,7 +97,7 @@ def _scalar(ctx: NodeCtx, index: int, what: str):
 
 
 @REGISTRY.register("PRelu")
-def prelu(ctx: NodeCtx) -> None:
+def prelu(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """x if x >= 0 else slope*x (slope broadcast numpy-style; before opset 7 a 1-D slope of
     C values is per channel)."""
     slope = ctx.require_input(1, "slope")
@@ -114,7 +115,7 @@ _BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "And",
 
 
 @REGISTRY.register(*_BINARY)
-def binary(ctx: NodeCtx) -> None:
+def binary(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Binary op with numpy broadcasting (legacy axis-broadcast refused unless equivalent)."""
     _check_legacy_broadcast(ctx)
     ctx.emit(ctx.op, [ctx.require_input(0, "A"), ctx.require_input(1, "B")])
@@ -135,7 +136,7 @@ def _check_legacy_broadcast(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Max", "Min")
-def variadic_extreme(ctx: NodeCtx) -> None:
+def variadic_extreme(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Max / Min of any number of inputs, as a chain of binary core ops."""
     inputs = [v for v in ctx.inputs() if v is not None]
     if not inputs:
@@ -150,7 +151,7 @@ def variadic_extreme(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Sum", "Mean")
-def variadic_sum(ctx: NodeCtx) -> None:
+def variadic_sum(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Sum / Mean of any number of inputs."""
     inputs = [v for v in ctx.inputs() if v is not None]
     if not inputs:
@@ -159,13 +160,13 @@ def variadic_sum(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Where")
-def where(ctx: NodeCtx) -> None:
+def where(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """numpy.where."""
     ctx.emit("Where", [ctx.require_input(i, n) for i, n in enumerate(("condition", "X", "Y"))])
 
 
 @REGISTRY.register("Softmax", "LogSoftmax")
-def softmax(ctx: NodeCtx) -> None:
+def softmax(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Softmax along one axis; before opset 13 the input is coerced to 2-D at ``axis``."""
     x = ctx.require_input(0, "X")
     rank = ctx.rank(0)
@@ -203,13 +204,13 @@ def softmax(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("MatMul")
-def matmul(ctx: NodeCtx) -> None:
+def matmul(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """numpy.matmul."""
     ctx.emit("MatMul", [ctx.require_input(0, "A"), ctx.require_input(1, "B")])
 
 
 @REGISTRY.register("Gemm")
-def gemm(ctx: NodeCtx) -> None:
+def gemm(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """alpha * A' B' + beta * C."""
     ctx.attr("broadcast")  # before opset 7: C broadcasts one way, as numpy does for valid C
     attrs = {"alpha": float(ctx.attr("alpha", 1.0)), "beta": float(ctx.attr("beta", 1.0)),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from ...errors import InvalidAttributeError
 from .context import NodeCtx, ints
@@ -88,7 +89,7 @@ def _kernel(ctx: NodeCtx) -> list[int]:
 
 
 @REGISTRY.register("Conv")
-def conv(ctx: NodeCtx) -> None:
+def conv(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D convolution (OIHW weights)."""
     _require_2d(ctx)
     mode = _auto_pad(ctx)
@@ -102,7 +103,7 @@ def conv(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("ConvTranspose")
-def conv_transpose(ctx: NodeCtx) -> None:
+def conv_transpose(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D transposed convolution (IOHW weights); output_shape resolved into explicit pads."""
     _require_2d(ctx)
     mode = _auto_pad(ctx)
@@ -170,7 +171,7 @@ def _pool_attrs(ctx: NodeCtx) -> dict:
 
 
 @REGISTRY.register("MaxPool")
-def max_pool(ctx: NodeCtx) -> None:
+def max_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D max pooling (the Indices output is refused)."""
     if len(ctx.proto.output) > 1 and ctx.proto.output[1] and ctx.is_used(ctx.proto.output[1]):
         ctx.refuse("the Indices output is not supported")
@@ -180,7 +181,7 @@ def max_pool(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("AveragePool")
-def average_pool(ctx: NodeCtx) -> None:
+def average_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D average pooling (count_include_pad and ceil_mode kept)."""
     attrs = _pool_attrs(ctx)
     if _positive(ctx, "dilations", [1, 1]) != [1, 1]:
@@ -190,14 +191,14 @@ def average_pool(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("GlobalAveragePool", "GlobalMaxPool")
-def global_pool(ctx: NodeCtx) -> None:
+def global_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Mean / max over H and W."""
     _require_2d(ctx)
     ctx.emit(ctx.op, [ctx.require_input(0, "X")], {"data_format": "NCHW"})
 
 
 @REGISTRY.register("BatchNormalization")
-def batch_norm(ctx: NodeCtx) -> None:
+def batch_norm(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Inference batch norm along axis 1 (training mode and statistics outputs refused)."""
     if int(ctx.attr("training_mode", 0)) != 0:
         ctx.refuse("training_mode=1 is not supported (inference only); training_mode=0 would "
@@ -216,7 +217,7 @@ def batch_norm(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("SpaceToDepth")
-def space_to_depth(ctx: NodeCtx) -> None:
+def space_to_depth(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Blocks of H x W move into channels (mode DCR, the only one before opset 25)."""
     _require_2d(ctx)
     if ctx.attr("mode", "DCR") != "DCR":
@@ -226,7 +227,7 @@ def space_to_depth(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("DepthToSpace")
-def depth_to_space(ctx: NodeCtx) -> None:
+def depth_to_space(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Channels move into blocks of H x W (DCR or CRD)."""
     _require_2d(ctx)
     mode = ctx.attr("mode", "DCR")
@@ -237,7 +238,7 @@ def depth_to_space(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("LRN")
-def lrn(ctx: NodeCtx) -> None:
+def lrn(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Local response normalisation across channels, as core ops: the windowed sum of squares
     is a 1x1 convolution with a banded 0/1 weight (window [c - (size-1)//2, c + size//2])."""
     _require_2d(ctx)

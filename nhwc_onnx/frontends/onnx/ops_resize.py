@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
 
 from ...errors import InvalidAttributeError
 from .context import NodeCtx, ints
@@ -42,7 +43,7 @@ def _legacy(ctx: NodeCtx, scales) -> None:
 
 
 @REGISTRY.register("Upsample")
-def upsample(ctx: NodeCtx) -> None:
+def upsample(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Upsample-7 (scales attribute) and -9 (scales input)."""
     if ctx.version < 7:
         ctx.refuse("Upsample before opset 7 (height_scale/width_scale) is not supported")
@@ -56,7 +57,7 @@ def upsample(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Resize")
-def resize(ctx: NodeCtx) -> None:
+def resize(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Resize-10/11/13/18/19 nearest / linear; other attributes judged by their effect.
 
     cubic_coeff_a and extrapolation_value are ignored outside cubic / tf_crop_and_resize;

@@ -11,7 +11,7 @@ _CASTABLE = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8",
 
 
 @REGISTRY.register("Shape")
-def shape(ctx: NodeCtx) -> None:
+def shape(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """The input's shape (opset 15 start/end become a Slice)."""
     x = ctx.require_input(0, "data")
     start, end = ctx.attr("start"), ctx.attr("end")
@@ -25,20 +25,20 @@ def shape(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Size")
-def size(ctx: NodeCtx) -> None:
+def size(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Element count."""
     ctx.emit("Size", [ctx.require_input(0, "data")])
 
 
 @REGISTRY.register("Gather")
-def gather(ctx: NodeCtx) -> None:
+def gather(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """numpy.take along ``axis``."""
     ctx.emit("Gather", [ctx.require_input(0, "data"), ctx.require_input(1, "indices")],
              {"axis": int(ctx.attr("axis", 0))})
 
 
 @REGISTRY.register("Cast")
-def cast(ctx: NodeCtx) -> None:
+def cast(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Element type conversion to a numeric type."""
     to = ctx.attr("to")
     if isinstance(to, str):  # opset 1-5 spelled the type as a string
@@ -53,7 +53,7 @@ def cast(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("ConstantOfShape")
-def constant_of_shape(ctx: NodeCtx) -> None:
+def constant_of_shape(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """A tensor of the given shape filled with one value."""
     value = ctx.attr("value")
     if value is None:
@@ -64,14 +64,14 @@ def constant_of_shape(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Range")
-def range_(ctx: NodeCtx) -> None:
+def range_(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """numpy.arange(start, limit, delta)."""
     ctx.emit("Range", [ctx.require_input(i, n) for i, n in
                        enumerate(("start", "limit", "delta"))])
 
 
 @REGISTRY.register("Expand", "Tile")
-def expand(ctx: NodeCtx) -> None:
+def expand(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Broadcast to a shape / repeat along axes (shape and repeats stay inputs)."""
     if ctx.op == "Tile" and ctx.version < 6:
         ctx.refuse("Tile before opset 6 (tiles + axis inputs) is not supported")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from ...errors import InvalidAttributeError
 from .context import NodeCtx, check_shape_input, flag, ints
@@ -9,13 +10,13 @@ from .registry import REGISTRY
 
 
 @REGISTRY.register("Flatten")
-def flatten(ctx: NodeCtx) -> None:
+def flatten(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D flatten at ``axis``."""
     ctx.emit("Flatten", [ctx.require_input(0, "X")], {"axis": int(ctx.attr("axis", 1))})
 
 
 @REGISTRY.register("Reshape")
-def reshape(ctx: NodeCtx) -> None:
+def reshape(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Reshape; the target shape stays an input (attribute before opset 5)."""
     x = ctx.require_input(0, "data")
     if ctx.version < 5:
@@ -40,7 +41,7 @@ def _axes(ctx: NodeCtx, since_input: int, index: int = 1) -> list[int] | None:
 
 
 @REGISTRY.register("Squeeze")
-def squeeze(ctx: NodeCtx) -> None:
+def squeeze(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Remove size-1 axes (all of them when no axes are given)."""
     axes = _axes(ctx, 13)
     if axes is None:
@@ -52,7 +53,7 @@ def squeeze(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Unsqueeze")
-def unsqueeze(ctx: NodeCtx) -> None:
+def unsqueeze(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Insert size-1 axes."""
     axes = _axes(ctx, 13)
     if axes is None:
@@ -61,7 +62,7 @@ def unsqueeze(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Transpose")
-def transpose(ctx: NodeCtx) -> None:
+def transpose(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Permute axes (default: reverse them)."""
     perm = ctx.attr("perm")
     if perm is None:
@@ -73,7 +74,7 @@ def transpose(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Concat")
-def concat(ctx: NodeCtx) -> None:
+def concat(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Concatenate along ``axis`` (opset 1-3 default axis 1)."""
     inputs = [v for v in ctx.inputs() if v is not None]
     default = 1 if ctx.version < 4 else None
@@ -84,7 +85,7 @@ def concat(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Split")
-def split(ctx: NodeCtx) -> None:
+def split(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Split into pieces: sizes from attribute, input, num_outputs, or equal parts."""
     axis = int(ctx.attr("axis", 0))
     outputs = list(ctx.proto.output)
@@ -128,7 +129,7 @@ def _check_split_sizes(ctx: NodeCtx, sizes: list[int], axis: int) -> None:
 
 
 @REGISTRY.register("Slice")
-def slice_(ctx: NodeCtx) -> None:
+def slice_(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Slice with constant starts/ends/axes/steps (attributes before opset 10)."""
     if ctx.version < 10:
         starts, ends, axes = ctx.attr("starts"), ctx.attr("ends"), ctx.attr("axes")
@@ -155,7 +156,7 @@ def slice_(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Pad")
-def pad(ctx: NodeCtx) -> None:
+def pad(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Pad with pads/value from attributes (before opset 11) or constant inputs."""
     mode = ctx.attr("mode", "constant")
     if mode not in ("constant", "reflect", "edge"):
@@ -221,7 +222,7 @@ def _reduce_axes(ctx: NodeCtx) -> list[int] | None:
 
 @REGISTRY.register(*_CORE_REDUCES, "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
                    "ReduceLogSumExp")
-def reduce(ctx: NodeCtx) -> None:
+def reduce(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Reductions; L1/L2/SumSquare/LogSum/LogSumExp are written with core elementwise ops."""
     axes = _reduce_axes(ctx)
     keepdims = flag(ctx, "keepdims", 1)
@@ -265,7 +266,7 @@ def _log_sum_exp(ctx: NodeCtx, x, axes, keepdims: int) -> None:
 
 
 @REGISTRY.register("ArgMax")
-def argmax(ctx: NodeCtx) -> None:
+def argmax(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Index of the first maximum along ``axis``."""
     if int(ctx.attr("select_last_index", 0)):
         ctx.refuse("select_last_index=1 is not supported; select_last_index=0 would convert")
@@ -274,7 +275,7 @@ def argmax(ctx: NodeCtx) -> None:
 
 
 @REGISTRY.register("Constant")
-def constant(ctx: NodeCtx) -> None:
+def constant(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """A constant tensor: the output becomes a constant value (no node)."""
     attrs = ctx.attrs
     ctx.read_attrs.update(attrs)

@@ -11,6 +11,7 @@ from ...errors import InvalidModelError
 from ...ir import CORE, Graph, Node, Value
 from ...schemas import CORE_OPS
 from ...schemas.base import LayoutClass
+from ..base import Refusal
 from . import shapes
 from .tensors import Attrs
 from .tfnodes import Ref, TFNode
@@ -18,21 +19,6 @@ from .tfnodes import Ref, TFNode
 _BOOL_OUT = frozenset({"Equal", "Less", "Greater", "And", "Or", "Not"})
 MAX_GENERATED_ELEMENTS = 1 << 28  # Fill/Tile/Range/... beyond this are corrupt, not models
 _INT64_OUT = frozenset({"Shape", "Size", "ArgMax"})
-
-
-def release_name(graph: Graph, name: str) -> None:
-    """Make a reserved name available again. Every TF node name is reserved before
-    conversion so helper nodes ('<name>/<suffix>' with a counter) never take a name a later
-    TF node needs; the node that carries it releases it just before taking it."""
-    graph._names.discard(name)
-
-
-class Refusal(Exception):
-    """A converter cannot express this node exactly; the reason goes into the one error."""
-
-    def __init__(self, reason: str):
-        self.reason = reason
-        super().__init__(reason)
 
 
 class TFContext:
@@ -139,7 +125,9 @@ class TFContext:
     # -- emitting -----------------------------------------------------------------------------
     def _node_name(self, suffix: str | None) -> str:
         if suffix is None and self._own_name_free:
-            release_name(self.graph, self.name)
+            # Every TF node name is reserved before conversion so helper nodes never take a
+            # name a later TF node needs; the node that carries it frees it just before.
+            self.graph.release_name(self.name)
             self._own_name_free = False
             return self.name
         return f"{self.name}/{suffix or 'out'}"

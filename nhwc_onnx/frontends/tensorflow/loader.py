@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import os
 
-from ...errors import (
-    InvalidAttributeError,
-    InvalidModelError,
-    NhwcOnnxError,
-    NodeProblem,
-    UnsupportedOpError,
-)
+from ...errors import InvalidModelError
 from ...ir import NCHW, NHWC, Graph, Model, Value
-from ..base import FrontendOptions
+from ..base import Converter, FrontendOptions, convert_nodes
 from . import (  # noqa: F401  (importing registers the converters)
     ops_array,
     ops_extra,
@@ -25,7 +19,7 @@ from . import (  # noqa: F401  (importing registers the converters)
     ops_nn,
     ops_slice,
 )
-from .context import Refusal, TFContext, release_name
+from .context import TFContext
 from .graph_prep import PreparedGraph, prepare
 from .reader import read_graphdef
 from .registry import REGISTRY
@@ -51,18 +45,11 @@ def convert_graphdef(graph_def, options: FrontendOptions, source_file: str,
     ctx = TFContext(graph, options)
     layout = _graph_layout(prepared.order)
     input_nodes = _make_inputs(ctx, prepared, layout)
-    problems = _scan(prepared.order, input_nodes)
-    failed = {p.node for p in problems}
-    for node in prepared.order:
-        if node.name in input_nodes or node.name in failed:
-            continue
-        if any(ref not in ctx.values for ref in node.inputs):
-            continue  # downstream of a node that could not be converted
-        problem = _convert_node(ctx, node)
-        if problem is not None:
-            problems.append(problem)
-    if problems:
-        raise UnsupportedOpError(problems, FRAMEWORK)
+    convert_nodes(
+        [n for n in prepared.order if n.name not in input_nodes], REGISTRY, FRAMEWORK,
+        lambda node: (node.name, node.op), lambda converter, node: _convert(ctx, converter, node),
+        # downstream of a node that could not be converted
+        blocked=lambda node: any(ref not in ctx.values for ref in node.inputs))
     _set_outputs(ctx, prepared.outputs, {n.name: n.op for n in prepared.order})
     graph.toposort()
     model = Model(graph, {"source_framework": FRAMEWORK, "source_file": source_file})
@@ -71,36 +58,11 @@ def convert_graphdef(graph_def, options: FrontendOptions, source_file: str,
     return model
 
 
-def _scan(order: list[TFNode], input_nodes: set[str]) -> list[NodeProblem]:
-    try:
-        REGISTRY.scan([(n.name, n.op) for n in order if n.name not in input_nodes], FRAMEWORK)
-    except UnsupportedOpError as exc:
-        return list(exc.problems)
-    return []
-
-
-def _convert_node(ctx: TFContext, node: TFNode) -> NodeProblem | None:
+def _convert(ctx: TFContext, converter: Converter, node: TFNode) -> None:
     ctx.begin(node)
-    try:
-        outputs = REGISTRY.get(node.op).fn(ctx, node)
-    except Refusal as refusal:
-        return NodeProblem(node.name, node.op, refusal.reason)
-    except InvalidAttributeError as exc:  # e.g. a dtype the project does not handle
-        return NodeProblem(node.name, node.op, str(exc))
-    except UnsupportedOpError:
-        raise
-    except NhwcOnnxError as exc:
-        raise type(exc)(f"{exc} (while converting node '{node.name}' ({node.op}, tensorflow))") \
-            from exc
-    except (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError,
-            OverflowError) as exc:
-        # Hostile or broken attributes/constants (as in the ONNX importer): a reason for this
-        # node, not a traceback.
-        return NodeProblem(node.name, node.op, f"malformed node: {exc!r}")
-    for i, value in enumerate(outputs):
+    for i, value in enumerate(converter.fn(ctx, node)):
         value.meta.setdefault("source_name", f"{node.name}:{i}")
         ctx.values[(node.name, i)] = value
-    return None
 
 
 def _graph_layout(order: list[TFNode]) -> str:
@@ -152,7 +114,7 @@ def _make_inputs(ctx: TFContext, prepared: PreparedGraph, layout: str) -> set[st
         dtype_attr = node.attrs.dtype("dtype") or node.attrs.dtype("T")
         dtype = str(dtype_attr) if dtype_attr is not None else "float32"
         name = node.name if ref[1] == 0 else ref_name(ref)
-        release_name(ctx.graph, name)
+        ctx.graph.release_name(name)
         value = Value(ctx.graph.unique_name(name), dtype, shape,
                       layout if len(shape) == 4 else None)
         value.meta["source_name"] = ref_name(ref)
@@ -177,9 +139,9 @@ def _set_outputs(ctx: TFContext, outputs: list[Ref], ops: dict[str, str]) -> Non
         if (value.producer() is None or id(value) in seen or id(value) in inputs
                 or value.name != wanted):
             if value.name == wanted and value.is_const:
-                value.name = graph.unique_name(f"{wanted}/value")  # the output takes the name
+                graph.rename_value(value, f"{wanted}/value")  # the output takes the name
             if value.name != wanted:
-                release_name(graph, wanted)
+                graph.release_name(wanted)
             node = graph.make_node("Identity", [value], name=wanted,
                                    doc=ops.get(ref[0], "Identity"))
             out = node.outputs[0]

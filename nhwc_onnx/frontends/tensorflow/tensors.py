@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InvalidAttributeError, InvalidModelError, ModelLoadError
+from ..base import Refusal
 
 # TensorFlow DataType enum value -> numpy dtype (reference types map like their base type).
 _DTYPES: dict[int, np.dtype] = {
@@ -43,13 +44,18 @@ MAX_ELEMENTS = 1 << 34  # refuse absurd constant shapes before allocating anythi
 MAX_FILLED_BYTES = 1 << 29  # a short value list may expand to at most this much memory
 
 
+class UnsupportedDtype(Refusal, InvalidAttributeError):
+    """An element type the project does not handle: inside a converter a refusal listed with
+    the others, elsewhere an invalid attribute."""
+
+
 def numpy_dtype(tf_type: int, what: str = "tensor") -> np.dtype:
     """The numpy dtype of a TensorFlow DataType enum value (REF types map to their base)."""
     base = tf_type - 100 if tf_type > 100 else tf_type
     dtype = _DTYPES.get(base)
     if dtype is None:
         name = _DTYPE_NAMES.get(base, f"enum {tf_type}")
-        raise InvalidAttributeError(f"{what} has TensorFlow dtype {name}, which is not supported")
+        raise UnsupportedDtype(f"{what} has TensorFlow dtype {name}, which is not supported")
     return dtype
 
 

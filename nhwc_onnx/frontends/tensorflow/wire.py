@@ -13,37 +13,15 @@ back to a plain parse, which produces the proper error message.
 """
 from __future__ import annotations
 
+from ...protowire import WireFormatError
+from ...protowire import encode_varint as _encode_varint
+from ...protowire import read_varint as _varint
+
+__all__ = ["WireFormatError", "strip_tensor_contents"]
+
 EXTERNAL_MIN_BYTES = 1024  # smaller contents stay inline: not worth a view
 _GRAPH_NODE, _NODE_ATTR, _ENTRY_VALUE, _ATTR_TENSOR, _TENSOR_CONTENT = 1, 5, 2, 8, 4
 _EXTERNAL_OFFSET, _EXTERNAL_LENGTH = 1001, 1002
-
-
-class WireFormatError(ValueError):
-    """The bytes are not a well-formed protobuf message along the walked path."""
-
-
-def _varint(buf, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise WireFormatError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise WireFormatError("varint too long")
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _fields(buf, pos: int, end: int):

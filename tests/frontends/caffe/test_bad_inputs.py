@@ -1,19 +1,14 @@
 """Broken inputs end in one clear project error (never a traceback from protobuf or numpy)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_layers_opencv import layer, net
 
 from nhwc_onnx.errors import InvalidModelError, ModelLoadError, NhwcOnnxError
 from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.caffe import load
 from nhwc_onnx.frontends.caffe.writer import write_caffemodel
+from tests.frontends.caffe.test_layers_opencv import layer, net
 
 CONV = "convolution_param { num_output: 4 kernel_size: 3 }"
 TEXT = net(layer("conv1", "Convolution", ["data"], ["conv1"], CONV)

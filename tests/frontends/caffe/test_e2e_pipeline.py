@@ -1,20 +1,23 @@
 """End to end: Caffe files -> core model -> dialect pipeline -> onnxruntime, vs OpenCV."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from caffe_testlib import make_net, max_rel_error, opencv_forward, random_feeds, source_pins
-from test_layers_opencv import CASES, layer, net
-
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.passes.base import PassContext
 from nhwc_onnx.passes.pipeline import to_dialect
 from nhwc_onnx.runtime import run
+from tests.frontends.caffe.caffe_testlib import (
+    make_net,
+    max_rel_error,
+    opencv_forward,
+    random_feeds,
+    source_pins,
+)
+from tests.frontends.caffe.test_layers_opencv import CASES, layer, net
 
 
 def run_dialect(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

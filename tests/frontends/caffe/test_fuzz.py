@@ -1,18 +1,15 @@
 """Seeded mutation fuzzing of both Caffe files: only the project's own errors may escape."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_layers_opencv import layer, net
 
 from nhwc_onnx.errors import NhwcOnnxError
 from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.caffe import load, random_weights
 from nhwc_onnx.frontends.caffe.writer import write_caffemodel
+from tests.frontends.caffe.test_layers_opencv import layer, net
 
 TEXT = net(
     layer("conv1", "Convolution", ["data"], ["conv1"],

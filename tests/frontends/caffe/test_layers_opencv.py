@@ -5,13 +5,9 @@ dimensions make ceil pooling, Caffe's AVE counting and layout mix-ups visible.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from caffe_testlib import compare_with_opencv
+from tests.frontends.caffe.caffe_testlib import compare_with_opencv
 
 
 def net(body: str, shape=(2, 3, 11, 9), name="data") -> str:

@@ -2,14 +2,10 @@
 against OpenCV running an equivalent spelling of the same net."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from caffe_testlib import compare_with_opencv, run_with_blobs
-from test_layers_opencv import layer, net
+from tests.frontends.caffe.caffe_testlib import compare_with_opencv, run_with_blobs
+from tests.frontends.caffe.test_layers_opencv import layer, net
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 

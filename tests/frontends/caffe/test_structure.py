@@ -3,21 +3,22 @@ up-front unsupported-layer scan, BatchNorm statistics, legacy (V1/V0) nets."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from caffe_testlib import compare_with_opencv, opencv_forward, random_feeds, write_caffemodel_pb
-from test_layers_opencv import layer, net
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.caffe import REGISTRY, load
 from nhwc_onnx.frontends.caffe.writer import encode_v1_layer, write_caffemodel
 from nhwc_onnx.passes.reference import run_core
+from tests.frontends.caffe.caffe_testlib import (
+    compare_with_opencv,
+    opencv_forward,
+    random_feeds,
+    write_caffemodel_pb,
+)
+from tests.frontends.caffe.test_layers_opencv import layer, net
 
 CONV = "convolution_param { num_output: 4 kernel_size: 3 pad: 1 }"
 
@@ -51,7 +52,7 @@ def test_core_graph_contract(tmp_path):
     assert pool.op == "AveragePool" and pool.attrs["ceil_mode"] == 1
     assert pool.attrs["count_include_pad"] == 1
     assert (flat.op, gemm.op, gemm.attrs["transB"]) == ("Flatten", "Gemm", 1)
-    assert gemm.name == "fc" and flat.name == "fc.flatten"
+    assert gemm.name == "fc" and flat.name == "fc/flatten"
     assert g.inputs[0].layout == "NCHW" and g.inputs[0].shape == (2, 3, 11, 9)
     assert model.metadata["source_framework"] == "caffe"
     assert model.metadata["source_file"].endswith("net.prototxt")

@@ -8,13 +8,11 @@ Regenerate the baseline with ``python tests/frontends/onnx/onnx_backend_cases.py
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import onnx_backend_cases as cases
+from tests.frontends.onnx import onnx_backend_cases as cases
 
 BASELINE = json.loads((Path(__file__).parent / cases.BASELINE_FILE).read_text())
 

@@ -1,18 +1,13 @@
 """Seeded mutation fuzzing of the ONNX frontend: only the project's errors may escape."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import onnx
 from onnx import helper
 
-sys.path.insert(0, str(Path(__file__).parent))
-from onnx_helpers import make_model
-
 from nhwc_onnx.errors import NhwcOnnxError
 from nhwc_onnx.frontends.onnx import load_proto, parse_model_bytes
+from tests.frontends.onnx.onnx_helpers import make_model
 
 
 def _seed_model() -> onnx.ModelProto:

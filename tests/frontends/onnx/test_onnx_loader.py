@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,14 +9,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-sys.path.insert(0, str(Path(__file__).parent))
-from onnx_helpers import convert, make_model, run_ort
-
 import nhwc_onnx.frontends.onnx.loader as loader_module
 from nhwc_onnx.errors import InvalidModelError, ModelLoadError
 from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.onnx import load
 from nhwc_onnx.passes.reference import run_core
+from tests.frontends.onnx.onnx_helpers import convert, make_model, run_ort
 
 
 def _conv_relu() -> onnx.ModelProto:

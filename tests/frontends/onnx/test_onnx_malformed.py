@@ -6,16 +6,10 @@ InvalidModelError / InvalidAttributeError; never a ConversionBugError from the p
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
-
-sys.path.insert(0, str(Path(__file__).parent))
-from onnx_helpers import assert_matches_ort, convert, make_model
 
 from nhwc_onnx.errors import (
     ConversionBugError,
@@ -26,6 +20,7 @@ from nhwc_onnx.errors import (
 )
 from nhwc_onnx.frontends.onnx.folding import _data_propagation_is_bounded
 from nhwc_onnx.frontends.onnx.loader import parse_model_bytes
+from tests.frontends.onnx.onnx_helpers import assert_matches_ort, convert, make_model
 
 X = ("x", [2, 3, 7, 5])
 W = {"w": np.ones((4, 3, 3, 3), np.float32)}

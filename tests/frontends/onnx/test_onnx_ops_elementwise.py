@@ -1,15 +1,11 @@
 """Elementwise and linear-algebra converters: onnxruntime on the source model is the oracle."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from onnx import helper
 
-sys.path.insert(0, str(Path(__file__).parent))
-from onnx_helpers import assert_matches_ort, make_model
+from tests.frontends.onnx.onnx_helpers import assert_matches_ort, make_model
 
 SHAPE = [2, 3, 7, 5]
 

@@ -1,15 +1,11 @@
 """Convolution, pooling, normalisation, resize converters vs onnxruntime."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from onnx import helper
 
-sys.path.insert(0, str(Path(__file__).parent))
-from onnx_helpers import assert_matches_ort, convert, make_model
+from tests.frontends.onnx.onnx_helpers import assert_matches_ort, convert, make_model
 
 RNG = np.random.default_rng(7)
 X = [2, 3, 7, 5]

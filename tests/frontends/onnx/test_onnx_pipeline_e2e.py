@@ -4,16 +4,14 @@ Graph inputs and outputs are permuted as ``model.io_permutations`` says (NCHW ->
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from onnx import helper
 
-sys.path.insert(0, str(Path(__file__).parent))
-from onnx_backend_cases import execute_pipeline
-from onnx_helpers import convert, make_model, random_feeds, run_ort
+from tests.frontends.onnx.onnx_backend_cases import execute_pipeline
+from tests.frontends.onnx.onnx_helpers import convert, make_model, random_feeds, run_ort
 
 REPO = Path(__file__).resolve().parents[3]
 RNG = np.random.default_rng(11)

@@ -1,18 +1,13 @@
 """One error listing every unconvertible node; names, docs and source names kept."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from onnx import helper
 
-sys.path.insert(0, str(Path(__file__).parent))
-from onnx_helpers import convert, make_model
-
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.frontends.onnx import REGISTRY
+from tests.frontends.onnx.onnx_helpers import convert, make_model
 
 X = [2, 3, 7, 5]
 

@@ -1,20 +1,15 @@
 """Function inlining, zero-copy weights, input/output selection, SavedModel and Keras files."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from tf_helpers import close, freeze, load_bytes, rand, spec, tf
 
 from nhwc_onnx.errors import InvalidModelError, ModelLoadError
 from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.tensorflow import load
 from nhwc_onnx.frontends.tensorflow.proto import tf_graph_pb2 as pb
 from nhwc_onnx.passes.reference import run_core
+from tests.frontends.tensorflow.tf_helpers import close, freeze, load_bytes, rand, spec, tf
 
 
 def _placeholder(graph, name, shape):

@@ -2,16 +2,11 @@
 with onnxruntime, against TensorFlow. Slow: each freezes a full-depth network."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tf_helpers import freeze_keras, load_bytes, run_dialect
-
 from nhwc_onnx.errors import UnsupportedOpError
+from tests.frontends.tensorflow.tf_helpers import freeze_keras, load_bytes, run_dialect
 
 # name -> (input size, constructor kwargs, input range). Sizes are the smallest each accepts
 # (or small multiples); widths are reduced where the architecture has a multiplier.

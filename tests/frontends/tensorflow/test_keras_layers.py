@@ -2,16 +2,11 @@
 the pass pipeline exists, the NHWC dialect model (onnxruntime) vs TensorFlow."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tf_helpers import close, freeze_keras, load_bytes, rand, run_dialect
-
 from nhwc_onnx.passes.reference import run_core
+from tests.frontends.tensorflow.tf_helpers import close, freeze_keras, load_bytes, rand, run_dialect
 
 SHAPE = (2, 7, 5, 3)
 

@@ -2,19 +2,14 @@
 the fuzzer's repeated reduction axes), built as GraphDefs without TensorFlow."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_reader import _const, _node, _placeholder
-from tf_helpers import load_bytes, rand
 
 from nhwc_onnx.errors import InvalidModelError
 from nhwc_onnx.frontends.tensorflow.proto import tf_graph_pb2 as pb
 from nhwc_onnx.passes.reference import run_core
+from tests.frontends.tensorflow.test_reader import _const, _node, _placeholder
+from tests.frontends.tensorflow.tf_helpers import load_bytes, rand
 
 T = {"T": pb.AttrValue(type=pb.DT_FLOAT)}
 

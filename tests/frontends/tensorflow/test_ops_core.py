@@ -1,14 +1,10 @@
 """Per-op conversions, numbers: TensorFlow's kernels vs the core model run by the reference."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tf_helpers import check_core, rand, tf
+from tests.frontends.tensorflow.tf_helpers import check_core, rand, tf
 
 X4 = (2, 7, 5, 3)
 

@@ -4,19 +4,16 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from tf_helpers import load_bytes, rand
 
 from nhwc_onnx.errors import InvalidModelError, ModelLoadError, UnsupportedOpError
 from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.tensorflow import load
 from nhwc_onnx.frontends.tensorflow.proto import tf_graph_pb2 as pb
 from nhwc_onnx.passes.reference import run_core
+from tests.frontends.tensorflow.tf_helpers import load_bytes, rand
 
 
 def _node(graph, name, op, inputs=(), **attrs):

@@ -1,0 +1,185 @@
+"""The one conversion loop (frontends/base.py) as every frontend uses it: all refused nodes in
+one error, nodes behind a refused one skipped silently, a broken model blamed with the node
+named, and a converter bug reported as a bug of nhwc-onnx, never as the user's model."""
+from __future__ import annotations
+
+import pytest
+from onnx import TensorProto, helper
+
+from nhwc_onnx.errors import ConversionBugError, InvalidModelError, UnsupportedOpError
+from nhwc_onnx.frontends import caffe, tensorflow
+from nhwc_onnx.frontends.base import FrontendOptions, OpRegistry, Refusal, convert_nodes
+from nhwc_onnx.frontends.onnx import REGISTRY as ONNX_REGISTRY
+from nhwc_onnx.frontends.onnx import load_proto
+from nhwc_onnx.frontends.tensorflow.proto import tf_graph_pb2 as tfpb
+
+
+# -- the loop itself ------------------------------------------------------------------------
+def _registry():
+    registry = OpRegistry("toy")
+
+    @registry.register("Ok")
+    def ok(ctx, node):
+        ctx.append(node[0])
+
+    @registry.register("No")
+    def no(ctx, node):
+        raise Refusal(f"{node[0]} cannot")
+
+    @registry.register("Bug")
+    def bug(ctx, node):
+        return {}["missing"]
+
+    @registry.register("Broken")
+    def broken(ctx, node):
+        raise InvalidModelError("axis 9 is out of range")
+
+    return registry
+
+
+def _run(nodes, **kw):
+    done = []
+    convert_nodes(nodes, _registry(), "toy", lambda n: (n[0], n[1]),
+                  lambda converter, node: converter.fn(done, node), **kw)
+    return done
+
+
+def test_every_refusal_and_unknown_op_is_listed_once_in_model_order():
+    nodes = [("a", "No"), ("b", "Ok"), ("c", "Nope"), ("d", "No"), ("e", "Ok")]
+    with pytest.raises(UnsupportedOpError) as info:
+        _run(nodes)
+    assert [(p.node, p.op) for p in info.value.problems] == [("a", "No"), ("c", "Nope"),
+                                                              ("d", "No")]
+    assert "cannot convert 3 toy node(s)" in str(info.value)
+
+
+def test_nodes_behind_a_failure_are_skipped_and_reported_to_the_frontend():
+    skipped = []
+    with pytest.raises(UnsupportedOpError) as info:
+        _run([("a", "No"), ("b", "Ok"), ("c", "Ok")], blocked=lambda n: n[0] == "b",
+             not_converted=lambda n: skipped.append(n[0]))
+    assert [p.node for p in info.value.problems] == ["a"]
+    assert skipped == ["a", "b"]
+
+
+def test_all_convertible_nodes_convert():
+    assert _run([("a", "Ok"), ("b", "Ok")]) == ["a", "b"]
+
+
+def test_a_converter_bug_is_a_bug_of_nhwc_onnx_naming_the_node():
+    with pytest.raises(ConversionBugError,
+                       match="internal error in nhwc-onnx while converting node 'x' "
+                             "\\(Bug, toy\\): KeyError"):
+        _run([("a", "No"), ("x", "Bug")])
+
+
+def test_a_broken_model_is_raised_at_once_with_the_node():
+    with pytest.raises(InvalidModelError, match="axis 9 is out of range \\(while converting "
+                                                "node 'y' \\(Broken, toy\\)\\)"):
+        _run([("a", "No"), ("y", "Broken")])
+
+
+# -- the three frontends --------------------------------------------------------------------
+def _layer(name, kind, bottom, top, params=""):
+    return (f'layer {{ name: "{name}" type: "{kind}" bottom: "{bottom}" top: "{top}" '
+            f"{params} }}\n")
+
+
+def _prototxt(tmp_path, body):
+    path = tmp_path / "net.prototxt"
+    path.write_text('name: "t"\nlayer { name: "data" type: "Input" top: "data" '
+                    "input_param { shape { dim: 1 dim: 3 dim: 6 dim: 9 } } }\n" + body)
+    return path
+
+
+OUTSIDE = "pooling_param { pool: MAX kernel_size: 1 stride: 4 }"  # windows past the input
+
+
+def test_caffe_lists_bad_layers_of_different_kinds_together(tmp_path):
+    """A layer only the conversion finds unconvertible (the Pooling's shape-dependent window)
+    is listed with one the prototxt shows (an unknown type); the layer after the refused
+    Pooling is skipped; the caffemodel is not read for a refused net."""
+    path = _prototxt(tmp_path, _layer("pool", "Pooling", "data", "pool", OUTSIDE)
+                     + _layer("after", "ReLU", "pool", "pool")
+                     + _layer("odd", "FancyLayer", "data", "odd")
+                     + _layer("fine", "ReLU", "data", "fine"))
+    options = FrontendOptions(weights=str(tmp_path / "absent.caffemodel"))
+    with pytest.raises(UnsupportedOpError) as info:
+        caffe.load(path, options)
+    problems = [(p.node, p.op) for p in info.value.problems]
+    assert problems == [("pool", "Pooling"), ("odd", "FancyLayer")]
+    assert "outside the input" in info.value.problems[0].reason
+
+
+def test_caffe_lists_every_layer_refused_during_conversion(tmp_path):
+    path = _prototxt(tmp_path, _layer("pool1", "Pooling", "data", "pool1", OUTSIDE)
+                     + _layer("relu", "ReLU", "data", "relu")
+                     + _layer("pool2", "Pooling", "relu", "pool2", OUTSIDE))
+    with pytest.raises(UnsupportedOpError) as info:
+        caffe.load(path, FrontendOptions(weights="random"))
+    assert [p.node for p in info.value.problems] == ["pool1", "pool2"]
+
+
+def test_caffe_converter_bug_names_the_layer(tmp_path, monkeypatch):
+    monkeypatch.setattr(caffe.REGISTRY.get("ReLU"), "fn", _boom)
+    path = _prototxt(tmp_path, _layer("r", "ReLU", "data", "r"))
+    with pytest.raises(ConversionBugError, match="node 'r' \\(ReLU, caffe\\): IndexError"):
+        caffe.load(path, FrontendOptions(weights="random"))
+
+
+def _boom(ctx, node):
+    outputs: list = []
+    return outputs[1]  # the kind of slip a converter can make
+
+
+def test_onnx_converter_bug_is_not_called_a_malformed_node(monkeypatch):
+    monkeypatch.setattr(ONNX_REGISTRY.get("Relu"), "fn", _boom)
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ConversionBugError, match="node 'r' \\(Relu, onnx\\): IndexError"):
+        load_proto(model, FrontendOptions())
+
+
+def test_onnx_missing_input_is_still_the_models_fault():
+    node = helper.make_node("Gemm", ["a"], ["y"], name="g")  # Gemm needs A and B
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises((InvalidModelError, UnsupportedOpError)) as info:
+        load_proto(model, FrontendOptions())
+    assert not isinstance(info.value, ConversionBugError)
+    assert "'g'" in str(info.value)
+
+
+def _tf_graph() -> tfpb.GraphDef:
+    graph = tfpb.GraphDef()
+    x = graph.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = tfpb.DT_FLOAT
+    x.attr["shape"].shape.dim.add(size=2)
+    x.attr["shape"].shape.dim.add(size=3)
+    relu = graph.node.add(name="r", op="Relu", input=["x"])
+    relu.attr["T"].type = tfpb.DT_FLOAT
+    return graph
+
+
+def test_tensorflow_converter_bug_is_not_called_a_malformed_node(tmp_path, monkeypatch):
+    monkeypatch.setattr(tensorflow.REGISTRY.get("Relu"), "fn", _boom)
+    path = tmp_path / "m.pb"
+    path.write_bytes(_tf_graph().SerializeToString())
+    with pytest.raises(ConversionBugError, match="node 'r' \\(Relu, tensorflow\\): IndexError"):
+        tensorflow.load(path, FrontendOptions())
+
+
+def test_tensorflow_refusals_are_collected(tmp_path):
+    graph = _tf_graph()
+    for name in ("u1", "u2"):
+        node = graph.node.add(name=name, op="MysteryOp", input=["r"])
+        node.attr["T"].type = tfpb.DT_FLOAT
+    path = tmp_path / "m.pb"
+    path.write_bytes(graph.SerializeToString())
+    with pytest.raises(UnsupportedOpError) as info:
+        tensorflow.load(path, FrontendOptions(outputs=["u1", "u2"]))
+    assert [p.node for p in info.value.problems] == ["u1", "u2"]

@@ -1,0 +1,124 @@
+"""The import fences of docs/ARCHITECTURE (IR < schemas < passes; frontends stop at the IR),
+checked on the source: every import statement of every nhwc_onnx module, including the lazy
+ones inside functions, is resolved and compared with what its layer may use."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import nhwc_onnx
+
+PACKAGE_DIR = Path(nhwc_onnx.__file__).parent
+
+# Leaf modules every layer may use: they import nothing of the project.
+LEAVES = {"errors", "protowire"}
+# Layer (first component under nhwc_onnx) -> the other layers it may import.
+ALLOWED = {
+    "ir": LEAVES,
+    "schemas": LEAVES | {"ir"},
+    "passes": LEAVES | {"ir", "schemas"},
+    # Frontends emit core ops and may ask the core-op schemas (shape/dtype inference); the
+    # passes that turn core ops into dialect ops are not theirs to call.
+    "frontends": LEAVES | {"ir", "schemas"},
+    **{leaf: set() for leaf in LEAVES},
+}
+CLI_LAYERS = {"cli", "cli_convert"}  # only the command line prints and picks exit codes
+HEAVY = {"tensorflow", "onnxruntime", "cv2"}  # imported inside the functions that need them
+
+# Violations that exist today and are being removed by another change (issue 13 item 1):
+# (importing module, imported module). A listed entry that no longer occurs fails the test,
+# so this list only shrinks.
+KNOWN = {
+    ("nhwc_onnx.frontends.tensorflow.shapes", "nhwc_onnx.passes"),
+}
+
+
+def module_name(path: Path, package_dir: Path = PACKAGE_DIR) -> str:
+    parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path, package_dir: Path = PACKAGE_DIR) -> list[tuple[str, int, bool]]:
+    """(absolute module imported, line, at module level) for every import in the file."""
+    module = module_name(path, package_dir)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    top_level = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # "from .. import passes" imports a module too: name it.
+            targets = [target]
+            if node.module is None:
+                targets = [f"{target}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found += [(t, node.lineno, id(node) in top_level) for t in targets]
+    return found
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "nhwc_onnx" else ""
+
+
+def violations(package_dir: Path = PACKAGE_DIR) -> list[str]:
+    found = []
+    for path in sorted(package_dir.rglob("*.py")):
+        source = module_name(path, package_dir)
+        src_layer = layer_of(source)
+        for target, line, top in imports_of(path, package_dir):
+            where = f"{path.relative_to(package_dir.parent)}:{line}: {source} imports {target}"
+            if target.split(".")[0] in HEAVY and top:
+                found.append(f"{where} at module level (heavy frameworks load lazily)")
+            dst_layer = layer_of(target)
+            if not target.startswith("nhwc_onnx") or dst_layer in ("", src_layer):
+                continue
+            if (source, ".".join(target.split(".")[:2])) in KNOWN:
+                continue
+            if src_layer in ALLOWED and dst_layer not in ALLOWED[src_layer]:
+                found.append(f"{where} ({src_layer} may import only "
+                             f"{', '.join(sorted(ALLOWED[src_layer]))})")
+            elif dst_layer in CLI_LAYERS and src_layer not in CLI_LAYERS:
+                found.append(f"{where} (only the CLI imports the CLI)")
+    return found
+
+
+def test_no_import_crosses_a_fence():
+    found = violations()
+    assert not found, "import fence violations:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source, target", sorted(KNOWN))
+def test_known_violations_still_exist(source, target):
+    """An allowance for a violation that is gone must be deleted too."""
+    path = PACKAGE_DIR.parent / (source.replace(".", "/") + ".py")
+    assert any(t == target or t.startswith(target + ".") for t, _, _ in imports_of(path)), (
+        f"{source} no longer imports {target}: delete it from KNOWN")
+
+
+def test_lazy_and_relative_imports_are_seen(tmp_path):
+    """The walker resolves relative imports and finds imports inside functions."""
+    pkg = tmp_path / "nhwc_onnx"
+    (pkg / "ir").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ir" / "__init__.py").write_text("")
+    (pkg / "ir" / "core.py").write_text(
+        "def f():\n    from ..passes import rewrite\n    import tensorflow\n")
+    (pkg / "ir" / "top.py").write_text("import cv2\nfrom .. import frontends\n")
+    found = violations(pkg)
+    assert len(found) == 3, found
+    assert "nhwc_onnx.ir.core imports nhwc_onnx.passes" in found[0]
+    assert "nhwc_onnx.ir.top imports cv2 at module level" in found[1]
+    assert "nhwc_onnx.ir.top imports nhwc_onnx.frontends" in found[2]
