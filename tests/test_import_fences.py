@@ -6,8 +6,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import nhwc_onnx
 
 PACKAGE_DIR = Path(nhwc_onnx.__file__).parent
@@ -26,13 +24,6 @@ ALLOWED = {
 }
 CLI_LAYERS = {"cli", "cli_convert"}  # only the command line prints and picks exit codes
 HEAVY = {"tensorflow", "onnxruntime", "cv2"}  # imported inside the functions that need them
-
-# Violations that exist today and are being removed by another change (issue 13 item 1):
-# (importing module, imported module). A listed entry that no longer occurs fails the test,
-# so this list only shrinks.
-KNOWN = {
-    ("nhwc_onnx.frontends.tensorflow.shapes", "nhwc_onnx.passes"),
-}
 
 
 def module_name(path: Path, package_dir: Path = PACKAGE_DIR) -> str:
@@ -85,8 +76,6 @@ def violations(package_dir: Path = PACKAGE_DIR) -> list[str]:
             dst_layer = layer_of(target)
             if not target.startswith("nhwc_onnx") or dst_layer in ("", src_layer):
                 continue
-            if (source, ".".join(target.split(".")[:2])) in KNOWN:
-                continue
             if src_layer in ALLOWED and dst_layer not in ALLOWED[src_layer]:
                 found.append(f"{where} ({src_layer} may import only "
                              f"{', '.join(sorted(ALLOWED[src_layer]))})")
@@ -98,14 +87,6 @@ def violations(package_dir: Path = PACKAGE_DIR) -> list[str]:
 def test_no_import_crosses_a_fence():
     found = violations()
     assert not found, "import fence violations:\n" + "\n".join(found)
-
-
-@pytest.mark.parametrize("source, target", sorted(KNOWN))
-def test_known_violations_still_exist(source, target):
-    """An allowance for a violation that is gone must be deleted too."""
-    path = PACKAGE_DIR.parent / (source.replace(".", "/") + ".py")
-    assert any(t == target or t.startswith(target + ".") for t, _, _ in imports_of(path)), (
-        f"{source} no longer imports {target}: delete it from KNOWN")
 
 
 def test_lazy_and_relative_imports_are_seen(tmp_path):

@@ -19,8 +19,8 @@ import numpy as np
 from ..errors import InvalidModelError
 from ..ir import CORE, Graph, Model, Node
 from ..schemas.base import CORE_OPS
+from ..schemas.core import evaluate_node
 from .base import Pass, PassContext, PassResult
-from .core_eval import evaluate_node
 from .static_shapes import infer_graph
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024

@@ -1,7 +1,7 @@
 """Execute a core-op model in numpy: the reference that frontends and passes are tested against.
 
 ``run_core(model, feeds)`` needs no runtime besides numpy; each node runs through its schema's
-``evaluate`` (see ``core_eval``). It is slow and exact (convolutions accumulate in float64).
+``evaluate`` (see ``schemas.core``). It is slow and exact (convolutions accumulate in float64).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import InvalidModelError, NhwcOnnxError
 from ..ir import Graph, Model, Value
-from . import core_eval
+from ..schemas.core import evaluate_node
 
 
 def run_core(
@@ -33,7 +33,7 @@ def run_core(
         for v in node.inputs:
             args.append(None if v is None else _lookup(env, v, node.name))
         try:
-            outs = core_eval.evaluate_node(node, args)
+            outs = evaluate_node(node, args)
         except NhwcOnnxError:
             raise
         except (ValueError, IndexError, TypeError) as exc:

@@ -11,9 +11,8 @@ import math
 from ..errors import InvalidAttributeError, InvalidModelError, NodeProblem, UnsupportedOpError
 from ..ir import CORE, Graph, Model, Value
 from ..schemas.base import CORE_OPS, DIALECT_OPS, InferContext, RuleError
+from ..schemas.core import MAX_EVAL_ELEMENTS, infer_dtypes
 from .base import Pass, PassContext, PassResult
-from .core_eval import MAX_EVAL_ELEMENTS
-from .core_infer import infer_dtypes
 
 
 def _fmt(shape) -> str:

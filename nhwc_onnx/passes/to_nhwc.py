@@ -1,6 +1,6 @@
 """NCHW -> NHWC: store every NCHW feature map as NHWC without inserting layout Transposes.
 
-Each value gets a layout (see ``to_nhwc_layout``): the permutation from its source axes to the
+Each value gets a layout (see ``schemas.core.layout_perm``): the permutation from its source axes to the
 axes we store. Graph inputs tagged NCHW (rank 4) start as NHWC; spatial ops switch their
 ``data_format``; transparent ops pass the layout on and constants that broadcast against a
 permuted tensor are permuted once; axis attributes are remapped; Reshape/Flatten keep their
@@ -16,12 +16,10 @@ import numpy as np
 from ..errors import NodeProblem, UnsupportedOpError
 from ..ir import CORE, NCHW, NHWC, Model, Node, Value
 from ..schemas.base import CORE_OPS
-from .base import Pass, PassContext, PassResult
-from .static_shapes import infer_graph
-from .to_nhwc_layout import (
+from ..schemas.core.layout_perm import (
     NHWC as NHWC_PERM,
 )
-from .to_nhwc_layout import (
+from ..schemas.core.layout_perm import (
     Perm,
     identity,
     is_identity,
@@ -31,9 +29,9 @@ from .to_nhwc_layout import (
     stored_shape,
     transpose_between,
 )
-
-SPATIAL_OPS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",
-               "GlobalMaxPool", "DepthToSpace", "SpaceToDepth"}
+from ..schemas.core.layout_rules import always_runs, downstream, is_spatial, reads_nchw_image
+from .base import Pass, PassContext, PassResult
+from .static_shapes import infer_graph
 
 
 class LayoutState:
@@ -151,46 +149,6 @@ class LayoutState:
         self.changed = True
 
 
-def _is_nchw_data_input(node: Node, index: int) -> bool:
-    """Whether ``node`` reads input ``index`` as an NCHW image (spatial op, channel BatchNorm)."""
-    if index != 0:
-        return False
-    if node.op == "BatchNormalization":
-        rank = node.inputs[0].rank
-        return rank == 4 and node.attrs.get("axis", 1) in (1, -3)
-    if node.op == "Resize":
-        return _resizes_nchw_image(node)
-    return node.op in SPATIAL_OPS and node.attrs.get("data_format", "NCHW") == "NCHW"
-
-
-def _resizes_nchw_image(node: Node) -> bool:
-    """A rank-4 Resize that keeps axes 0 and 1 and scales 2 or 3 (F.interpolate) resizes an
-    NCHW image; the dialect's UpSampling2D wants it stored NHWC."""
-    shape = node.inputs[0].shape
-    if node.inputs[0].layout not in (None, NCHW) or shape is None or len(shape) != 4:
-        return False
-    scales = node.attrs.get("scales")
-    if scales is None and node.attrs.get("sizes") is not None:
-        scales = [m / n if n else 0 for m, n in zip(node.attrs["sizes"], shape)]
-    return (scales is not None and len(scales) == 4 and list(scales[:2]) == [1, 1]
-            and list(scales[2:]) != [1, 1])
-
-
-def downstream(v: Value) -> tuple[set[int], bool]:
-    """Nodes computed from ``v``, and whether an NCHW spatial op reads one of them as data."""
-    seen: set[int] = set()
-    spatial = False
-    todo = [v]
-    while todo:
-        value = todo.pop()
-        for node, index in value.uses():
-            spatial = spatial or _is_nchw_data_input(node, index)
-            if id(node) not in seen:
-                seen.add(id(node))
-                todo.extend(node.outputs)
-    return seen, spatial
-
-
 def _seed_inputs(state: LayoutState, model: Model) -> None:
     """Decide which rank-4 graph inputs are NCHW images, to be stored NHWC.
 
@@ -205,12 +163,12 @@ def _seed_inputs(state: LayoutState, model: Model) -> None:
     for v in graph.inputs:
         if v.is_const or v.shape is None or len(v.shape) != 4:
             continue
-        if any(node.op in SPATIAL_OPS and index > 0 for node, index in v.uses()):
+        if any(is_spatial(node.op) and index > 0 for node, index in v.uses()):
             continue  # a weight fed at run time keeps its own layout attribute
         if v.layout == NCHW:
             reach[id(v)], spatial = downstream(v)
             (images if spatial else candidates).append(v)
-        elif v.layout is None and any(_is_nchw_data_input(n, i) for n, i in v.uses()):
+        elif v.layout is None and any(reads_nchw_image(n, i) for n, i in v.uses()):
             images.append(v)
             reach[id(v)] = downstream(v)[0]
     image_nodes: set[int] = set()
@@ -229,7 +187,7 @@ def _needs_work(state: LayoutState) -> bool:
     if state.sigma:
         return True
     for node in state.graph.nodes:
-        if node.op in SPATIAL_OPS and node.attrs.get("data_format", "NCHW") == "NCHW":
+        if is_spatial(node.op) and node.attrs.get("data_format", "NCHW") == "NCHW":
             return True
         if node.op == "Transpose" and list(node.attrs.get("perm") or []) == [0, 3, 1, 2]:
             return True  # the source turns an NHWC tensor into NCHW: that tensor stays NHWC
@@ -259,8 +217,6 @@ class ToNHWC(Pass):
     name = "to_nhwc"
 
     def call(self, model: Model, ctx: PassContext) -> PassResult:
-        from .to_nhwc_rules import visit  # the per-op rules need LayoutState
-
         graph = model.graph
         infer_graph(graph)
         state = LayoutState(model, ctx)
@@ -273,11 +229,19 @@ class ToNHWC(Pass):
         graph.toposort()
         for node in graph.nodes:
             if node.graph is graph and node.domain == CORE and node.op in CORE_OPS:
-                visit(state, node)
+                _visit(state, node)
         if state.problems and not state.allow_transpose:
             raise UnsupportedOpError(_unique(state.problems), "NCHW->NHWC")
         _finish(state, model)
         return PassResult(state.changed)
+
+
+def _visit(state: LayoutState, node: Node) -> None:
+    """Apply the node's layout rule (declared with its core op) when it has work to do."""
+    rule = CORE_OPS[node.op].layout_rule
+    if not always_runs(rule) and not any(state.permuted(v) for v in node.inputs):
+        return  # nothing permuted reaches this node: it stays as it is
+    rule(state, node)
 
 
 def _unique(problems: list[NodeProblem]) -> list[NodeProblem]:

@@ -4,7 +4,7 @@ Each dialect family module registers its schemas (ports, typed attributes, shape
 the lowering to standard ONNX used by ``nhwc_onnx.runtime``) on import.
 """
 from . import (  # noqa: F401
-    core_ops,
+    core,
     dialect_conv,
     dialect_elementwise,
     dialect_pool,

@@ -114,6 +114,8 @@ class Lowerer(Protocol):
 LowerFn = Callable[["Node", Lowerer, list, list], None]
 InferFn = Callable[[InferContext], list]
 EvalFn = Callable[["Node", list], list]  # numpy evaluator for constant folding (core ops)
+DtypeFn = Callable[["Node", list], list]  # (node, input element types) -> output element types
+LayoutRuleFn = Callable[[Any, "Node"], None]  # (NCHW->NHWC walk state, node): core ops only
 
 
 @dataclass
@@ -128,6 +130,8 @@ class OpSchema:
     infer: InferFn | None = None
     lower: LowerFn | None = None
     evaluate: EvalFn | None = None
+    infer_dtype: DtypeFn | None = None
+    layout_rule: LayoutRuleFn | None = None
     source: str = ""  # where the spec text is, e.g. "seed 000 + DIALECT.md"
 
     @property
@@ -151,6 +155,12 @@ class OpSchema:
         out = {k: a.default for k, a in self.attrs.items() if a.default is not None}
         out.update(attrs)
         return out
+
+    def attr(self, node: Node, name: str) -> Any:
+        """The node's attribute ``name``, or the schema's default when the node does not set it."""
+        if name in node.attrs:
+            return node.attrs[name]
+        return self.attrs[name].default
 
 
 class Registry:

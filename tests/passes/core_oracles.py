@@ -7,7 +7,7 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from nhwc_onnx.ir import Graph, Model, Node, Value
-from nhwc_onnx.passes import core_eval
+from nhwc_onnx.schemas import core as core_eval
 
 RNG = np.random.default_rng(1234)
 

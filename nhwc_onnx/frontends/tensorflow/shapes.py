@@ -14,7 +14,7 @@ import numpy as np
 
 from ...errors import NhwcOnnxError
 from ...ir import Node
-from ...passes import core_eval
+from ...schemas import core as core_eval
 
 KNOWN_LIMIT = 64  # evaluate integer tensors up to this many elements
 _SAME_AS_INPUT = frozenset({

@@ -2,7 +2,7 @@
 
 Everything is computed on NCHW float64 arrays (an NHWC input is transposed in and out), so one
 implementation serves both ``data_format`` values. Output sizes and pads follow the rules of
-``nhwc_onnx.schemas.core_ops`` and are shared with shape inference through ``spatial_plan``.
+the core op schemas and are shared with their shape inference through ``spatial_plan``.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import InvalidAttributeError
-from ..schemas.base import ceil_div
+from ...errors import InvalidAttributeError
+from ..base import ceil_div
 
 TO_NCHW = (0, 3, 1, 2)
 TO_NHWC = (0, 2, 3, 1)

@@ -1,16 +1,22 @@
-"""Per-op layout rules of the NCHW -> NHWC pass (see ``to_nhwc``)."""
+"""NCHW -> NHWC layout rules of the core ops; each core op names its rule in its declaration.
+
+A rule is called by the ``to_nhwc`` pass with its walk state (``LayoutWalk`` below) when a
+permuted value reaches the node (spatial ops, Transpose and Reshape always). It rewrites the node
+to work on the stored layout and sets the layout of the node's outputs, or records through
+``state.coerce`` that a layout Transpose would be needed.
+"""
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
-from ..ir import Node
-from ..schemas.base import CORE_OPS, LayoutClass
-from .core_eval import flatten_axis
-from .to_nhwc import SPATIAL_OPS, LayoutState, downstream
-from .to_nhwc_layout import (
+from ...ir import NCHW, Node, Value
+from ..base import CORE_OPS
+from .define import flatten_axis
+from .layout_perm import (
     NHWC,
+    Perm,
     drop_axes_layout,
     flatten_row_order,
     identity,
@@ -21,41 +27,90 @@ from .to_nhwc_layout import (
     stored_shape,
 )
 
-Rule = Callable[[LayoutState, Node], None]
-_RULES: dict[str, Rule] = {}
+
+class LayoutWalk(Protocol):
+    """What a layout rule may use of the pass's state (``passes.to_nhwc.LayoutWalk``)."""
+
+    graph: Any
+    ctx: Any  # PassContext: record(kind, node, text, **data)
+    changed: bool
+    vanishing: list
+
+    def src_shape(self, v: Value) -> tuple: ...
+    def sig(self, v: Value) -> Perm: ...
+    def permuted(self, v: Value | None) -> bool: ...
+    def set_sig(self, v: Value, sigma) -> None: ...
+    def constant(self, array: np.ndarray, name: str) -> Value: ...
+    def replace_const_input(self, node: Node, index: int, array: np.ndarray, tag: str) -> None: ...
+    def coerce(self, node: Node, index: int, target: Perm, reason: str) -> None: ...
 
 
-def _rule(*names: str):
-    def deco(fn: Rule) -> Rule:
-        for name in names:
-            _RULES[name] = fn
-        return fn
-
-    return deco
+def always_runs(rule) -> bool:
+    """Rules that must see their node even when nothing permuted reaches it."""
+    return getattr(rule, "always_runs", False)
 
 
-def visit(state: LayoutState, node: Node) -> None:
-    rule = _RULES.get(node.op)
-    if rule is None:
-        schema = CORE_OPS[node.op]
-        rule = _elementwise if schema.layout is LayoutClass.TRANSPARENT else _identity_only
-    always = rule is _spatial or rule is _transpose or node.op == "Reshape"
-    if not always and not any(state.permuted(v) for v in node.inputs):
-        return  # nothing permuted reaches this node: it stays as it is
-    rule(state, node)
+def _always(fn):
+    fn.always_runs = True
+    return fn
 
 
-def _outputs(state: LayoutState, node: Node, sigma) -> None:
+def is_spatial(op: str) -> bool:
+    """Ops whose rule is ``spatial``: they read a rank-4 image in their ``data_format``."""
+    schema = CORE_OPS.get(op)
+    return schema is not None and schema.layout_rule is spatial
+
+
+def reads_nchw_image(node: Node, index: int) -> bool:
+    """Whether ``node`` reads input ``index`` as an NCHW image (spatial op, channel BatchNorm)."""
+    if index != 0:
+        return False
+    if node.op == "BatchNormalization":
+        rank = node.inputs[0].rank
+        return rank == 4 and node.attrs.get("axis", 1) in (1, -3)
+    if node.op == "Resize":
+        return _resizes_nchw_image(node)
+    return is_spatial(node.op) and node.attrs.get("data_format", "NCHW") == "NCHW"
+
+
+def _resizes_nchw_image(node: Node) -> bool:
+    """A rank-4 Resize that keeps axes 0 and 1 and scales 2 or 3 (F.interpolate) resizes an
+    NCHW image; the dialect's UpSampling2D wants it stored NHWC."""
+    shape = node.inputs[0].shape
+    if node.inputs[0].layout not in (None, NCHW) or shape is None or len(shape) != 4:
+        return False
+    scales = node.attrs.get("scales")
+    if scales is None and node.attrs.get("sizes") is not None:
+        scales = [m / n if n else 0 for m, n in zip(node.attrs["sizes"], shape)]
+    return (scales is not None and len(scales) == 4 and list(scales[:2]) == [1, 1]
+            and list(scales[2:]) != [1, 1])
+
+
+def downstream(v: Value) -> tuple[set[int], bool]:
+    """Nodes computed from ``v``, and whether an NCHW spatial op reads one of them as data."""
+    seen: set[int] = set()
+    found = False
+    todo = [v]
+    while todo:
+        value = todo.pop()
+        for node, index in value.uses():
+            found = found or reads_nchw_image(node, index)
+            if id(node) not in seen:
+                seen.add(id(node))
+                todo.extend(node.outputs)
+    return seen, found
+
+
+def _outputs(state: LayoutWalk, node: Node, sigma) -> None:
     for out in node.outputs:
         state.set_sig(out, sigma)
 
 
-def _rank(state: LayoutState, node: Node, index: int = 0) -> int:
+def _rank(state: LayoutWalk, node: Node, index: int = 0) -> int:
     return len(state.src_shape(node.inputs[index]))
 
 
-@_rule("MatMul", "Gemm", "Range", "ConstantOfShape")
-def _identity_only(state: LayoutState, node: Node) -> None:
+def identity_only(state: LayoutWalk, node: Node) -> None:
     """Ops that read their operands in source axis order (MatMul, Gemm, Range ...)."""
     for i, v in enumerate(node.inputs):
         if v is not None and not v.is_const:
@@ -65,8 +120,8 @@ def _identity_only(state: LayoutState, node: Node) -> None:
     _outputs(state, node, ())
 
 
-@_rule(*sorted(SPATIAL_OPS))
-def _spatial(state: LayoutState, node: Node) -> None:
+@_always
+def spatial(state: LayoutWalk, node: Node) -> None:
     if node.attrs.get("data_format", "NCHW") == "NCHW":
         state.coerce(node, 0, NHWC, f"{node.op} in NCHW reads '{node.inputs[0].name}', which "
                      "is not an NCHW feature map")
@@ -79,7 +134,7 @@ def _spatial(state: LayoutState, node: Node) -> None:
         _outputs(state, node, ())
 
 
-def _elementwise(state: LayoutState, node: Node) -> None:
+def elementwise(state: LayoutWalk, node: Node) -> None:
     rank = len(state.src_shape(node.outputs[0]))
     target = identity(rank)
     for v in node.inputs:
@@ -96,8 +151,7 @@ def _axis_of(attrs_value: int, rank: int) -> int:
     return attrs_value % rank
 
 
-@_rule("Softmax", "LogSoftmax", "BatchNormalization", "Split")
-def _single_axis(state: LayoutState, node: Node) -> None:
+def single_axis(state: LayoutWalk, node: Node) -> None:
     sigma = state.sig(node.inputs[0])
     default = CORE_OPS[node.op].with_defaults({})["axis"]
     axis = _axis_of(node.attrs.get("axis", default), len(sigma))
@@ -106,8 +160,7 @@ def _single_axis(state: LayoutState, node: Node) -> None:
     _outputs(state, node, sigma)
 
 
-@_rule("Concat")
-def _concat(state: LayoutState, node: Node) -> None:
+def concat(state: LayoutWalk, node: Node) -> None:
     target = next(state.sig(v) for v in node.inputs if state.permuted(v))
     for i in range(len(node.inputs)):
         state.coerce(node, i, target, "Concat joins tensors stored in different layouts")
@@ -116,8 +169,7 @@ def _concat(state: LayoutState, node: Node) -> None:
     _outputs(state, node, target)
 
 
-@_rule("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd", "ArgMax", "Squeeze")
-def _reduce(state: LayoutState, node: Node) -> None:
+def reduce_axes(state: LayoutWalk, node: Node) -> None:
     sigma = state.sig(node.inputs[0])
     rank = len(sigma)
     attrs = CORE_OPS[node.op].with_defaults(node.attrs)
@@ -134,8 +186,7 @@ def _reduce(state: LayoutState, node: Node) -> None:
     _outputs(state, node, sigma if keep else drop_axes_layout(sigma, set(axes)))
 
 
-@_rule("Unsqueeze")
-def _unsqueeze(state: LayoutState, node: Node) -> None:
+def unsqueeze(state: LayoutWalk, node: Node) -> None:
     sigma = state.sig(node.inputs[0])
     rank = len(sigma) + len(node.attrs["axes"])
     new_axes = sorted(_axis_of(a, rank) for a in node.attrs["axes"])
@@ -145,8 +196,8 @@ def _unsqueeze(state: LayoutState, node: Node) -> None:
     _outputs(state, node, out_sigma)
 
 
-@_rule("Transpose")
-def _transpose(state: LayoutState, node: Node) -> None:
+@_always
+def transpose(state: LayoutWalk, node: Node) -> None:
     sigma_in = state.sig(node.inputs[0])
     rank = len(sigma_in)
     perm = node.attrs.get("perm")
@@ -169,8 +220,7 @@ def _transpose(state: LayoutState, node: Node) -> None:
         state.changed = True
 
 
-@_rule("Slice")
-def _slice(state: LayoutState, node: Node) -> None:
+def slice_axes(state: LayoutWalk, node: Node) -> None:
     sigma = state.sig(node.inputs[0])
     axes = node.attrs.get("axes")
     axes = list(range(len(node.attrs["starts"]))) if axes is None else list(axes)
@@ -179,8 +229,7 @@ def _slice(state: LayoutState, node: Node) -> None:
     _outputs(state, node, sigma)
 
 
-@_rule("Pad")
-def _pad(state: LayoutState, node: Node) -> None:
+def pad(state: LayoutWalk, node: Node) -> None:
     sigma = state.sig(node.inputs[0])
     r = len(sigma)
     pads = list(node.attrs["pads"])
@@ -189,8 +238,7 @@ def _pad(state: LayoutState, node: Node) -> None:
     _outputs(state, node, sigma)
 
 
-@_rule("Resize")
-def _resize(state: LayoutState, node: Node) -> None:
+def resize(state: LayoutWalk, node: Node) -> None:
     sigma = state.sig(node.inputs[0])
     for key in ("scales", "sizes"):
         if node.attrs.get(key) is not None:
@@ -200,11 +248,10 @@ def _resize(state: LayoutState, node: Node) -> None:
     _outputs(state, node, sigma)
 
 
-@_rule("Gather")
-def _gather(state: LayoutState, node: Node) -> None:
+def gather(state: LayoutWalk, node: Node) -> None:
     data, indices = node.inputs
     if state.permuted(indices) or state.src_shape(indices) and len(state.src_shape(indices)) > 1:
-        _identity_only(state, node)
+        identity_only(state, node)
         return
     sigma = state.sig(data)
     axis = _axis_of(node.attrs.get("axis", 0), len(sigma))
@@ -214,21 +261,19 @@ def _gather(state: LayoutState, node: Node) -> None:
     _outputs(state, node, drop_axes_layout(sigma, {axis}) if scalar else sigma)
 
 
-@_rule("Tile", "Expand")
-def _tile_expand(state: LayoutState, node: Node) -> None:
+def tile_expand(state: LayoutWalk, node: Node) -> None:
     data, arg = node.inputs
     sigma = state.sig(data)
     values = None if not arg.is_const else [int(x) for x in np.asarray(arg.const).reshape(-1)]
     if values is None or len(values) != len(sigma):
-        _identity_only(state, node)
+        identity_only(state, node)
         return
     state.replace_const_input(node, 1, np.asarray([values[a] for a in sigma], np.int64),
                               str(sigma))
     _outputs(state, node, sigma)
 
 
-@_rule("Shape")
-def _shape(state: LayoutState, node: Node) -> None:
+def shape(state: LayoutWalk, node: Node) -> None:
     out = node.outputs[0]
     src = state.src_shape(node.inputs[0])
     state.graph.remove_node(node)
@@ -236,13 +281,11 @@ def _shape(state: LayoutState, node: Node) -> None:
     state.changed = True
 
 
-@_rule("Size")
-def _size(state: LayoutState, node: Node) -> None:
+def size(state: LayoutWalk, node: Node) -> None:
     _outputs(state, node, ())
 
 
-@_rule("Flatten", "Reshape")
-def _reshape(state: LayoutState, node: Node) -> None:
+def reshape(state: LayoutWalk, node: Node) -> None:
     data = node.inputs[0]
     out = node.outputs[0]
     src_in, sigma = state.src_shape(data), state.sig(data)
@@ -269,7 +312,13 @@ def _reshape(state: LayoutState, node: Node) -> None:
     _outputs(state, node, ())
 
 
-def _as_reshape(state: LayoutState, node: Node, shape) -> None:
+@_always
+def reshape_always(state: LayoutWalk, node: Node) -> None:
+    """Reshape: its target shape is rewritten even when its input keeps the source layout."""
+    reshape(state, node)
+
+
+def _as_reshape(state: LayoutWalk, node: Node, shape) -> None:
     """Make ``node`` reshape its (stored) input to ``shape``, keeping the node's name."""
     state.changed = True
     target = np.asarray(shape, np.int64)
@@ -287,7 +336,7 @@ def _as_reshape(state: LayoutState, node: Node, shape) -> None:
     node.attrs.pop("allowzero", None)
 
 
-def _dense_consumers(state: LayoutState, node: Node):
+def _dense_consumers(state: LayoutWalk, node: Node):
     """The (consumer, index) uses when all are Dense-like with a constant weight, else a reason."""
     out = node.outputs[0]
     if out in state.graph.outputs:
@@ -304,7 +353,7 @@ def _dense_consumers(state: LayoutState, node: Node):
     return uses if uses else "nothing reads its result"
 
 
-def _flatten_into_dense(state: LayoutState, node: Node, src_in, sigma, src_out) -> str:
+def _flatten_into_dense(state: LayoutWalk, node: Node, src_in, sigma, src_out) -> str:
     """Flatten/Reshape (N, ...) -> (N, K) feeding Dense-like layers: permute their weights.
 
     Returns "" when done, else why it does not apply.
@@ -340,7 +389,7 @@ def _flatten_into_dense(state: LayoutState, node: Node, src_in, sigma, src_out) 
     return ""
 
 
-def _dense_into_image(state: LayoutState, node: Node, src_in, src_out) -> None:
+def _dense_into_image(state: LayoutWalk, node: Node, src_in, src_out) -> None:
     """Dense (N, K) -> Reshape (N, C, H, W) -> NCHW image ops: permute the Dense weight columns
     (and bias) to H,W,C order so the Reshape yields an NHWC map directly (decoders, GANs)."""
     data, out = node.inputs[0], node.outputs[0]

@@ -1,0 +1,129 @@
+"""How a core op is declared, and the helpers its rules share.
+
+``core_op`` registers one schema in ``CORE_OPS`` with everything the op means: ports,
+attributes with defaults, layout class, shape inference, element-type rule, numpy evaluator and
+NCHW->NHWC layout rule. All four rules are required arguments, so an op cannot be declared
+without them.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...errors import InvalidAttributeError
+from ..base import CORE_OPS, Attr, AttrKind, InferContext, LayoutClass, OpSchema, Port
+
+A = AttrKind
+ANY = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
+
+FORMAT = Attr(A.STRING, default="NCHW", allowed=("NCHW", "NHWC"),
+              doc="which axes of the rank-4 input are H, W, C")
+AUTO_PAD = Attr(A.STRING, default="NOTSET", allowed=("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"))
+PADS = Attr(A.INTS, default=None, doc="[h_begin, w_begin, h_end, w_end]")
+
+# impl(attrs_with_defaults, inputs) -> one array or a list of arrays
+Impl = Callable[[dict, list], "np.ndarray | list[np.ndarray]"]
+
+
+def core_op(name: str, doc: str, inputs, outputs=("Y",), attrs=None,
+            layout: LayoutClass = LayoutClass.TRANSPARENT, dtypes=ANY, *,
+            infer, evaluate: Impl, layout_rule, dtype) -> OpSchema:
+    """Register core op ``name``. ``inputs`` are port names, "X?" optional, "data*" variadic."""
+    ins = []
+    for spec in inputs:
+        ins.append(Port(spec.rstrip("?*"), optional=spec.endswith("?"),
+                        variadic=spec.endswith("*"), dtypes=dtypes))
+    outs = [Port(o, dtypes=dtypes) for o in outputs]
+    schema = OpSchema(name, "core", doc, ins, outs, dict(attrs or {}), layout, infer=infer,
+                      infer_dtype=dtype, layout_rule=layout_rule)
+    schema.evaluate = _evaluator(schema, evaluate)
+    return CORE_OPS.register(schema)
+
+
+def _evaluator(schema: OpSchema, impl: Impl):
+    def evaluate(node, input_arrays):
+        attrs = schema.with_defaults(node.attrs)
+        inputs = list(input_arrays)
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        out = impl(attrs, inputs)
+        return list(out) if isinstance(out, list) else [np.asarray(out)]
+
+    return evaluate
+
+
+# -- element types --------------------------------------------------------------------------------
+
+
+def dtype_of_inputs(node, in_dtypes: list) -> list:
+    """The first known input type, for every output."""
+    first = next((d for d in in_dtypes if d is not None), None)
+    return [first] * len(node.outputs)
+
+
+def dtype_bool(node, in_dtypes: list) -> list:
+    return ["bool"] * len(node.outputs)
+
+
+def dtype_int64(node, in_dtypes: list) -> list:
+    return ["int64"] * len(node.outputs)
+
+
+# -- shape inference helpers ----------------------------------------------------------------------
+
+
+def infer_axis(ctx: InferContext, axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        ctx.fail("axis", f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def prod(dims) -> int | None:
+    if any(d is None for d in dims):
+        return None
+    return int(np.prod(dims, dtype=np.int64))
+
+
+def broadcast(ctx: InferContext, shapes: list[tuple]) -> tuple:
+    """numpy broadcasting with unknown dims: a known dim > 1 wins; 1 against unknown is unknown."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for i in range(rank):
+        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        big = {d for d in dims if d is not None and d != 1}
+        if len(big) > 1:
+            ctx.fail("broadcast", f"shapes {[list(s) for s in shapes]} do not broadcast")
+        if big:
+            out.append(big.pop())
+        elif any(d is None for d in dims):
+            out.append(None)
+        else:
+            out.append(1)
+    return tuple(out)
+
+
+def same_shape(ctx: InferContext) -> list:
+    """Output 0 has the shape of input 0 (elementwise ops)."""
+    return [ctx.shape(0)]
+
+
+def const_ints(ctx: InferContext, index: int) -> list[int] | None:
+    value = ctx.consts[index] if index < len(ctx.consts) else None
+    return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+# -- evaluator helpers ----------------------------------------------------------------------------
+
+
+def eval_axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise InvalidAttributeError(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def flatten_axis(axis: int, rank: int) -> int:
+    """Flatten's axis may be in [-rank, rank]; a negative one counts from the end."""
+    if not -rank <= axis <= rank:
+        raise InvalidAttributeError(f"Flatten axis {axis} is out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis

@@ -1,0 +1,67 @@
+"""Running one core node's rules: numpy evaluation (constant folding, reference executor) and
+element types, through the rules each core op declares."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import InvalidAttributeError, InvalidModelError
+from ..base import CORE_OPS, InferContext, RuleError
+
+# A tensor above this many elements (8 GiB of float32) is an absurd shape, not a model.
+MAX_EVAL_ELEMENTS = 1 << 31
+# Ops whose output size comes from input values or attributes, not from the inputs' sizes:
+# their size is checked before numpy is asked to allocate it.
+SIZED_BY_VALUES = {"ConstantOfShape", "Range", "Expand", "Tile", "Pad", "Resize"}
+
+
+def output_elements(node, input_arrays: list) -> int | None:
+    """Elements of the node's largest output, from shape inference on the arrays (None:
+    not known without evaluating)."""
+    schema = CORE_OPS.get(node.op)
+    if schema is None or schema.infer is None:
+        return None
+    arrays = [None if a is None else np.asarray(a) for a in input_arrays]
+    ictx = InferContext(node, schema.with_defaults(node.attrs),
+                        [None if a is None else tuple(a.shape) for a in arrays], arrays)
+    try:
+        shapes = schema.infer(ictx)
+    except (RuleError, InvalidAttributeError, ArithmeticError, LookupError, TypeError,
+            ValueError):
+        return None  # the evaluator reports what is wrong with these inputs
+    counts = [math.prod(int(d) for d in shape) for shape in shapes
+              if shape is not None and all(d is not None for d in shape)]
+    return max(counts) if counts else None
+
+
+def evaluate_node(node, input_arrays: list, max_elements: int = MAX_EVAL_ELEMENTS
+                  ) -> list[np.ndarray]:
+    """Evaluate one core node on numpy arrays (absent optional inputs as None).
+
+    An output of more than ``max_elements`` is refused before anything is allocated."""
+    schema = CORE_OPS.get(node.op)
+    if schema is None or schema.evaluate is None:
+        raise InvalidAttributeError(f"no numpy evaluator for op '{node.op}' (node '{node.name}')")
+    if node.op in SIZED_BY_VALUES:
+        count = output_elements(node, input_arrays)
+        if count is not None and count > max_elements:
+            raise InvalidModelError(
+                f"node '{node.name}' ({node.op}): its output would have {count} elements "
+                f"(limit {max_elements}); refused as absurd")
+    try:
+        return schema.evaluate(node, input_arrays)
+    except InvalidAttributeError as exc:
+        if f"'{node.name}'" in str(exc):
+            raise
+        raise InvalidAttributeError(f"node '{node.name}' ({node.op}): {exc}") from exc
+
+
+def infer_dtypes(node, in_dtypes: list[str | None]) -> list[str | None]:
+    """Element type of each output of a core node from its inputs' types."""
+    return CORE_OPS[node.op].infer_dtype(node, in_dtypes)
+
+
+def attr(node, name: str):
+    """A core node's attribute, or its schema default when the node does not set it."""
+    return CORE_OPS[node.op].attr(node, name)

@@ -1,0 +1,139 @@
+"""Core shape-computation ops (folded away when constant): Shape, Size, Gather, Cast,
+ConstantOfShape, Range, Expand, Tile."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import InvalidAttributeError
+from ..base import Attr, LayoutClass
+from . import layout_rules as lr
+from .define import (
+    A,
+    broadcast,
+    const_ints,
+    core_op,
+    dtype_int64,
+    dtype_of_inputs,
+    eval_axis,
+    infer_axis,
+    same_shape,
+)
+
+core_op("Shape", "The input's shape as int64.", ["X"],
+        infer=lambda ctx: [(len(ctx.shape(0)),)], dtype=dtype_int64, layout_rule=lr.shape,
+        evaluate=lambda attrs, xs: np.asarray(xs[0].shape, dtype=np.int64))
+core_op("Size", "The input's element count as int64.", ["X"],
+        infer=lambda ctx: [()], dtype=dtype_int64, layout_rule=lr.size,
+        evaluate=lambda attrs, xs: np.asarray(xs[0].size, dtype=np.int64))
+
+
+def _infer_gather(ctx):
+    data, idx = ctx.shape(0), ctx.shape(1)
+    axis = infer_axis(ctx, ctx.attrs["axis"], len(data))
+    return [data[:axis] + tuple(idx) + data[axis + 1:]]
+
+
+def _gather(attrs, xs):
+    data, idx = xs
+    axis = eval_axis(attrs["axis"], data.ndim)
+    idx = np.asarray(idx).astype(np.int64)
+    dim = data.shape[axis]
+    if np.any((idx < -dim) | (idx >= dim)):
+        raise InvalidAttributeError(f"Gather: index out of range for axis size {dim}")
+    return np.take(data, np.where(idx < 0, idx + dim, idx), axis=axis)
+
+
+core_op("Gather", "numpy.take(data, indices, axis).", ["data", "indices"],
+        attrs={"axis": Attr(A.INT, default=0)}, layout=LayoutClass.ATTRIBUTE,
+        infer=_infer_gather, dtype=dtype_of_inputs, layout_rule=lr.gather, evaluate=_gather)
+
+
+def _dtype_cast(node, in_dtypes: list) -> list:
+    return [str(np.dtype(node.attrs["to"]))] * len(node.outputs)
+
+
+core_op("Cast", "Convert element type to ``to`` (a numpy dtype name).", ["X"],
+        attrs={"to": Attr(A.STRING, required=True)}, infer=same_shape, dtype=_dtype_cast,
+        layout_rule=lr.elementwise, evaluate=lambda attrs, xs: xs[0].astype(np.dtype(attrs["to"])))
+
+
+def _infer_constant_of_shape(ctx):
+    dims = const_ints(ctx, 0)
+    if dims is not None:
+        ctx.require(np.ndim(ctx.consts[0]) == 1 and min(dims, default=0) >= 0, "shape",
+                    "the shape must be a 1-D list of integers >= 0", found=str(dims))
+        return [tuple(dims)]
+    spec = ctx.shape(0)
+    return [(None,) * spec[0] if spec and spec[0] is not None else None]
+
+
+def _dtype_constant_of_shape(node, in_dtypes: list) -> list:
+    value = node.attrs.get("value")
+    return ["float32" if value is None else str(np.asarray(value).dtype)] * len(node.outputs)
+
+
+def _constant_of_shape(attrs, xs):
+    value = attrs.get("value")
+    value = np.zeros(1, np.float32) if value is None else np.asarray(value)
+    dims = np.asarray(xs[0])
+    if dims.ndim != 1 or dims.dtype.kind not in "iu" or (dims.size and dims.min() < 0):
+        raise InvalidAttributeError(f"ConstantOfShape: the shape must be a 1-D list of integers "
+                                    f">= 0, found {dims.tolist()} ({dims.dtype})")
+    return np.full([int(d) for d in dims], value.reshape(-1)[0], dtype=value.dtype)
+
+
+core_op("ConstantOfShape", "A tensor of the given shape filled with ``value``.", ["shape"],
+        attrs={"value": Attr(A.TENSOR)}, infer=_infer_constant_of_shape,
+        dtype=_dtype_constant_of_shape, layout_rule=lr.identity_only,
+        evaluate=_constant_of_shape)
+
+
+def _infer_range(ctx):
+    args = [ctx.consts[i] if i < len(ctx.consts) else None for i in range(3)]
+    if any(a is None for a in args):
+        return [(None,)]
+    start, limit, delta = (float(np.asarray(a).reshape(())) for a in args)
+    ctx.require(delta != 0, "delta", "Range delta must not be 0")
+    return [(max(int(np.ceil((limit - start) / delta)), 0),)]
+
+
+def _range(attrs, xs):
+    start, limit, delta = (np.asarray(x).reshape(()) for x in xs)
+    return np.arange(start, limit, delta).astype(start.dtype)
+
+
+core_op("Range", "numpy.arange(start, limit, delta).", ["start", "limit", "delta"],
+        infer=_infer_range, dtype=dtype_of_inputs, layout_rule=lr.identity_only,
+        evaluate=_range)
+
+
+def _infer_expand(ctx):
+    dims = const_ints(ctx, 1)
+    if dims is None:
+        return [None]
+    return [broadcast(ctx, [ctx.shape(0), tuple(dims)])]
+
+
+def _expand(attrs, xs):
+    x = xs[0]
+    target = np.broadcast_shapes(x.shape, tuple(int(d) for d in xs[1]))
+    return np.array(np.broadcast_to(x, target))
+
+
+core_op("Expand", "Broadcast X to ``shape`` (numpy rules).", ["X", "shape"],
+        infer=_infer_expand, dtype=dtype_of_inputs, layout_rule=lr.tile_expand,
+        evaluate=_expand)
+
+
+def _infer_tile(ctx):
+    reps = const_ints(ctx, 1)
+    shape = ctx.shape(0)
+    if reps is None:
+        return [(None,) * len(shape)]
+    ctx.require(len(reps) == len(shape), "repeats", "one repeat per axis", len(shape), len(reps))
+    return [tuple(None if d is None else d * r for d, r in zip(shape, reps))]
+
+
+core_op("Tile", "numpy.tile(X, repeats).", ["X", "repeats"], infer=_infer_tile,
+        dtype=dtype_of_inputs, layout_rule=lr.tile_expand,
+        evaluate=lambda attrs, xs: np.tile(xs[0], [int(r) for r in xs[1]]))
