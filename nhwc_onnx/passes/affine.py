@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import CORE, Graph, Node, Value
+from ..schemas.base import attr
 from .rewrite import channel_vector, const, const_of, sole_consumer
 
 
@@ -27,12 +28,12 @@ def node_affine(node: Node, kinds: tuple[str, ...]) -> tuple[Value, np.ndarray, 
     if node.op == "BatchNormalization":
         x = node.input(0)
         params = [const_of(v) for v in node.inputs[1:5]]
-        axis = int(node.attrs.get("axis", 1))
+        axis = int(attr(node, "axis"))
         if any(p is None for p in params) or x.shape is None or axis not in (-1, rank - 1):
             return None
         scale, bias, mean, var = (np.broadcast_to(np.asarray(p, np.float64).reshape(-1), (c,))
                                   for p in params)
-        a = scale / np.sqrt(var + float(node.attrs.get("epsilon", 1e-5)))
+        a = scale / np.sqrt(var + float(attr(node, "epsilon")))
         return x, a, bias - mean * a
     for i in (0, 1):
         x, k = node.input(i), node.input(1 - i)
@@ -72,7 +73,7 @@ def foldable(graph: Graph, x: Value, consumer: Node) -> Node | None:
     if prod.op == "Gemm":
         c = prod.input(2)
         n = channel_count(x)
-        ok = (const_of(prod.input(1)) is not None and not prod.attrs.get("transA", 0)
+        ok = (const_of(prod.input(1)) is not None and not attr(prod, "transA")
               and (c is None or channel_vector(const_of(c), n, 2) is not None))
         return prod if ok else None
     if prod.op == "MatMul":
@@ -98,12 +99,12 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
     elif prod.op in ("Conv", "ConvTranspose"):
         scale = not np.all(a == 1)  # a bias add (fuse_bias) leaves the weights untouched
         w = const_of(prod.input(1))
-        group = int(prod.attrs.get("group", 1))
+        group = int(attr(prod, "group"))
         if prod.op == "Conv":
-            layout = prod.attrs.get("weight_layout", "OIHW")
+            layout = attr(prod, "weight_layout")
             grid = a[:, None, None, None] if layout == "OIHW" else a[None, None, None, :]
         else:
-            layout = prod.attrs.get("weight_layout", "IOHW")
+            layout = attr(prod, "weight_layout")
             grid = a[_transpose_out_channel(w, layout, group)]
         old_b = const_of(prod.input(2))
         bias = (np.zeros(a.shape[0]) if old_b is None else np.asarray(old_b, np.float64).reshape(-1))
@@ -112,14 +113,14 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
         _set_bias(graph, prod, bias * a + b)
     else:  # Gemm / MatMul: output columns are the channels
         w = const_of(prod.input(1))
-        trans_b = prod.op == "Gemm" and int(prod.attrs.get("transB", 0))
+        trans_b = prod.op == "Gemm" and int(attr(prod, "transB"))
         scale = not np.all(a == 1)
         if scale:
             w = np.multiply(w, a[:, None] if trans_b else a[None, :], dtype=np.float64)
         c_in = prod.input(2) if prod.op == "Gemm" else None
         n = a.shape[0]
         old = np.zeros(n) if c_in is None else channel_vector(const_of(c_in), n, 2)
-        beta = float(prod.attrs.get("beta", 1.0)) if prod.op == "Gemm" else 1.0
+        beta = float(attr(prod, "beta")) if prod.op == "Gemm" else 1.0
         bias = old * beta * a + b
         if scale:
             prod.set_input(1, const(graph, w, f"{name}/W"))

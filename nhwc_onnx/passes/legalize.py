@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import NodeProblem, UnsupportedOpError
 from ..ir import CORE, Graph, Node, Value
+from ..schemas.base import attr
 from . import rounding
 from .base import Pass, PassContext, PassResult
 from .legalize_pool import dilated_max_pool
@@ -196,7 +197,7 @@ def _hard_sigmoid_into(graph: Graph, node: Node, x: Value, alpha: float, beta: f
 
 def _hard_sigmoid(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
-    alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
+    alpha, beta = float(attr(node, "alpha")), float(attr(node, "beta"))
     if x.rank >= 2:
         _hard_sigmoid_into(graph, node, x, alpha, beta, node.name, final=True)
         return True

@@ -12,6 +12,7 @@ from math import floor, prod
 import numpy as np
 
 from ..ir import DIALECT, Graph, Node, Value
+from ..schemas.base import attr
 from . import rounding
 from .base import PassContext
 from .rewrite import become, const, const_of, emit, positive_axis, refuse
@@ -63,7 +64,7 @@ def broadcast_to(graph: Graph, v: Value, out: tuple, name: str, max_bytes: int,
 
 def _split(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
-    axis = positive_axis(int(node.attrs.get("axis", 0)), x.rank)
+    axis = positive_axis(int(attr(node, "axis")), x.rank)
     sizes = [int(s) for s in node.attrs["split"]]
     if sum(sizes) != x.shape[axis] or len(sizes) != len(node.outputs):
         return refuse(ctx, node, f"split sizes {sizes} do not cover axis {axis} of "
@@ -121,8 +122,8 @@ def _pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
     rank = x.rank
     pads = [int(p) for p in node.attrs["pads"]]
-    mode = node.attrs.get("mode", "constant")
-    value = float(node.attrs.get("value", 0.0))
+    mode = attr(node, "mode")
+    value = float(attr(node, "value"))
     if any(p < 0 for p in pads):
         return refuse(ctx, node, f"negative pads {pads} with mode {mode}")
     axes = [a for a in range(rank) if pads[a] or pads[a + rank]]
@@ -256,9 +257,9 @@ def _resize(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Resize equal to UpSampling2D: integer factors and the same source cells."""
     x = node.input(0)
     shape, out = tuple(x.shape), tuple(node.output.shape)
-    mode = node.attrs.get("mode", "nearest")
-    coord = node.attrs.get("coordinate_transformation_mode", "half_pixel")
-    rule = node.attrs.get("nearest_mode", "round_prefer_floor")
+    mode = attr(node, "mode")
+    coord = attr(node, "coordinate_transformation_mode")
+    rule = attr(node, "nearest_mode")
     given = node.attrs.get("scales")
     sizes = []
     for axis, (n, m) in enumerate(zip(shape, out)):
@@ -289,13 +290,13 @@ def _resize(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def _depth_to_space(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    if node.attrs.get("data_format", "NCHW") != "NHWC":
+    if attr(node, "data_format") != "NHWC":
         return refuse(ctx, node, "data_format is not NHWC after layout conversion")
     x = node.input(0)
     n, h, w, c = x.shape
     bs = int(node.attrs["blocksize"])
     cc = c // (bs * bs)
-    if node.attrs.get("mode", "DCR") == "DCR":  # channel index (bi*bs + bj)*C' + c
+    if attr(node, "mode") == "DCR":  # channel index (bi*bs + bj)*C' + c
         split, perm = (n, h, w, bs, bs, cc), [0, 1, 3, 2, 4, 5]
     else:  # CRD: channel index c*bs*bs + bi*bs + bj
         split, perm = (n, h, w, cc, bs, bs), [0, 1, 4, 2, 5, 3]
@@ -313,7 +314,7 @@ def _reduce(graph: Graph, node: Node, ctx: PassContext) -> bool:
     rank = x.rank
     axes = node.attrs.get("axes")
     axes = sorted({positive_axis(int(a), rank) for a in axes}) if axes else list(range(rank))
-    keep = int(node.attrs.get("keepdims", 1))
+    keep = int(attr(node, "keepdims"))
     out = node.output.shape
     if not axes:  # a scalar: reducing no axis leaves it as it is
         become(node, "Reshape", [x, _shape_const(graph, out, f"{node.name}/shape")])
@@ -349,7 +350,7 @@ def _gather(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x, idx = node.input(0), const_of(node.input(1))
     if idx is None or idx.dtype.kind not in "iu" or idx.ndim > 1 or x.is_const:
         return refuse(ctx, node, "indices must be a constant scalar or 1-D integer list")
-    axis = positive_axis(int(node.attrs.get("axis", 0)), x.rank)
+    axis = positive_axis(int(attr(node, "axis")), x.rank)
     dim = x.shape[axis]
     picks = [int(i) + dim if int(i) < 0 else int(i) for i in idx.reshape(-1)]
     if not picks or any(not 0 <= i < dim for i in picks):

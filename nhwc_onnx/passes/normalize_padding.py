@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import CORE, Graph, Node, Value
+from ..schemas.base import attr
 from . import padding_math as pm
 from . import rounding
 from .base import Pass, PassContext, PassResult
@@ -35,7 +36,7 @@ def analyse_node(node: Node, kind: str) -> tuple[tuple[pm.AxisVerdict, pm.AxisVe
     x = node.inputs[0].shape
     if kind == pm.CONV:
         w = node.inputs[1].shape
-        layout = node.attrs.get("weight_layout", "OIHW")
+        layout = attr(node, "weight_layout")
         kernel = node.attrs.get("kernel_shape") or (w[2:4] if layout == "OIHW" else w[0:2])
         kernel = [int(k) for k in kernel]
     else:
@@ -43,9 +44,9 @@ def analyse_node(node: Node, kind: str) -> tuple[tuple[pm.AxisVerdict, pm.AxisVe
     strides = int_pair(node, "strides", 1)
     dilations = int_pair(node, "dilations", 1)
     pads = [int(p) for p in (node.attrs.get("pads") or [0, 0, 0, 0])]
-    auto_pad = node.attrs.get("auto_pad", "NOTSET")
-    ceil_mode = bool(node.attrs.get("ceil_mode", 0)) and kind != pm.CONV
-    cip = bool(node.attrs.get("count_include_pad", 0)) and kind == pm.AVG
+    auto_pad = attr(node, "auto_pad")
+    ceil_mode = kind != pm.CONV and bool(attr(node, "ceil_mode"))
+    cip = kind == pm.AVG and bool(attr(node, "count_include_pad"))
     verdicts = []
     for axis in range(2):
         src = pm.resolve_axis(int(x[1 + axis]), kernel[axis], strides[axis], dilations[axis],
@@ -75,7 +76,7 @@ class NormalizePadding(Pass):
         for node in graph.nodes:
             if node.domain != CORE or node.op not in _KINDS:
                 continue
-            if node.attrs.get("data_format", "NCHW") != "NHWC":
+            if attr(node, "data_format") != "NHWC":
                 _refuse(ctx, node, "data_format is not NHWC after layout conversion")
                 continue
             if not _static(node.inputs[0]):
@@ -237,14 +238,14 @@ def _static(value: Value) -> bool:
 
 
 def _plain_explicit(conv: Node) -> bool:
-    return conv.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID") and (
-        conv.attrs.get("auto_pad", "NOTSET") == "NOTSET" or not any(conv.attrs.get("pads") or []))
+    return attr(conv, "auto_pad") in ("NOTSET", "VALID") and (
+        attr(conv, "auto_pad") == "NOTSET" or not any(conv.attrs.get("pads") or []))
 
 
 def _zero_hw_pads(pad: Node) -> list[int] | None:
     """[h_begin, w_begin, h_end, w_end] of a constant-zero Pad touching only H and W (NHWC)."""
     pads = [int(p) for p in pad.attrs.get("pads", [])]
-    if pad.attrs.get("mode", "constant") != "constant" or float(pad.attrs.get("value", 0.0)) != 0:
+    if attr(pad, "mode") != "constant" or float(attr(pad, "value")) != 0:
         return None
     if len(pads) != 8 or any(p < 0 for p in pads):
         return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import CORE, DIALECT, Graph, Node
+from ..schemas.base import attr
 from . import activation_idioms
 from .base import Pass, PassContext, PassResult
 from .rewrite import (
@@ -37,8 +38,7 @@ _UNARY = {"Relu", "Sigmoid", "Tanh", "Abs"}
 def _unary(graph: Graph, node: Node, ctx: PassContext) -> bool:
     attrs = {}
     if node.op in ("Elu", "LeakyRelu"):
-        default = 1.0 if node.op == "Elu" else 0.01
-        attrs["alpha"] = float(node.attrs.get("alpha", default))
+        attrs["alpha"] = float(attr(node, "alpha"))
     become(node, node.op, [node.input(0)], attrs)
     return True
 
@@ -149,7 +149,7 @@ def _sum(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 def _softmax(graph: Graph, node: Node, ctx: PassContext) -> bool:
     shape = node.input(0).shape
-    axis = positive_axis(int(node.attrs.get("axis", -1)), len(shape))
+    axis = positive_axis(int(attr(node, "axis")), len(shape))
     # ONNX-1 Softmax normalises the block dims[axis:]: equal when every later dim is 1.
     if any(d != 1 for d in shape[axis + 1:]):
         return refuse(ctx, node, f"softmax over axis {axis} of {tuple(shape)} is not the last "
@@ -162,7 +162,7 @@ def _softmax(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 def _flatten(graph: Graph, node: Node, ctx: PassContext) -> bool:
     rank = node.input(0).rank
-    axis = positive_axis(int(node.attrs.get("axis", 1)), rank)
+    axis = positive_axis(int(attr(node, "axis")), rank)
     become(node, "Flatten", [node.input(0)], {"axis": axis})
     return True
 
@@ -243,7 +243,7 @@ def _identity(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def _pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    if node.attrs.get("mode", "constant") != "constant" or float(node.attrs.get("value", 0)):
+    if attr(node, "mode") != "constant" or float(attr(node, "value")):
         return False  # edge / reflect / non-zero value: legalised or refused
     x = node.input(0)
     rank = x.rank
@@ -274,13 +274,13 @@ def _reduce_mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
             list(node.output.shape)), f"{node.name}/shape", np.int64)])
         return True
     become(node, "ReduceMean", [node.input(0)],
-           {"axes": axes, "keepdims": int(node.attrs.get("keepdims", 1))})
+           {"axes": axes, "keepdims": int(attr(node, "keepdims"))})
     return True
 
 
 def _batchnorm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
-    axis = positive_axis(int(node.attrs.get("axis", 1)), x.rank)
+    axis = positive_axis(int(attr(node, "axis")), x.rank)
     if axis != x.rank - 1:
         return refuse(ctx, node, f"normalises axis {axis} of {tuple(x.shape)}, not the last "
                       "(channel) axis the dialect BatchNormalization uses")
@@ -292,16 +292,15 @@ def _batchnorm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     names = ("scale", "B", "mean", "var")
     become(node, "BatchNormalization",
            [x] + [const(graph, v, f"{node.name}/{n}") for v, n in zip(vecs, names)],
-           {"epsilon": float(node.attrs.get("epsilon", 1e-5))})
+           {"epsilon": float(attr(node, "epsilon"))})
     return True
 
 
 def _gemm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     a, b, c = node.input(0), node.input(1), node.input(2)
     w = const_of(b)
-    alpha = float(node.attrs.get("alpha", 1.0))
-    beta = float(node.attrs.get("beta", 1.0))
-    trans_a, trans_b = int(node.attrs.get("transA", 0)), int(node.attrs.get("transB", 0))
+    alpha, beta = float(attr(node, "alpha")), float(attr(node, "beta"))
+    trans_a, trans_b = int(attr(node, "transA")), int(attr(node, "transB"))
     n_out = node.output.shape[-1]
     bias = None
     if c is not None:
@@ -356,11 +355,11 @@ def _flattens_a_map(node: Node) -> bool:
     src = node.input(0)
     if src is None or src.rank != 4 or node.op != "Flatten":
         return False
-    return positive_axis(int(node.attrs.get("axis", 1)), 4) == 1
+    return positive_axis(int(attr(node, "axis")), 4) == 1
 
 
 def _space_to_depth(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    if node.attrs.get("data_format", "NCHW") != "NHWC":
+    if attr(node, "data_format") != "NHWC":
         return refuse(ctx, node, "data_format is not NHWC after layout conversion")
     become(node, "SpaceToDepth", [node.input(0)], {"blocksize": int(node.attrs["blocksize"])})
     return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
+from ..schemas.base import attr
 from . import padding_math as pm
 from .base import PassContext
 from .rewrite import append_after, become, const, const_of, int_pair, refuse
@@ -29,7 +30,7 @@ def _oihw(w: np.ndarray, layout: str) -> np.ndarray:
 
 
 def _common_checks(node: Node, ctx: PassContext) -> str | None:
-    if node.attrs.get("data_format", "NCHW") != "NHWC":
+    if attr(node, "data_format") != "NHWC":
         return "data_format is not NHWC after layout conversion"
     if node.input(0).rank != 4:
         return f"input is rank {node.input(0).rank}, not a 4-D NHWC map"
@@ -49,9 +50,9 @@ def _conv(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if why:
         return refuse(ctx, node, why)
     x = node.input(0)
-    w = _oihw(np.asarray(w), node.attrs.get("weight_layout", "OIHW"))
+    w = _oihw(np.asarray(w), attr(node, "weight_layout"))
     m, cg, kh, kw = w.shape
-    c_in, group = x.shape[3], int(node.attrs.get("group", 1))
+    c_in, group = x.shape[3], int(attr(node, "group"))
     attrs = {"kernel_shape": [kh, kw], "strides": int_pair(node, "strides", 1),
              "dilations": int_pair(node, "dilations", 1), "pads": mode}
     if group == c_in and c_in > 1 and cg == 1:
@@ -106,14 +107,14 @@ def _conv_transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
         return refuse(ctx, node, why)
     x = node.input(0)
     w = np.asarray(w, np.float64)
-    if node.attrs.get("weight_layout", "IOHW") == "HWOI":
+    if attr(node, "weight_layout") == "HWOI":
         w = w.transpose(3, 2, 0, 1)
     kernel = list(w.shape[2:4])
     strides, dil = int_pair(node, "strides", 1), int_pair(node, "dilations", 1)
     out_pad = int_pair(node, "output_padding", 0)
     pads = [int(p) for p in (node.attrs.get("pads") or [0, 0, 0, 0])]
     shape_attr = node.attrs.get("output_shape")
-    auto_pad = node.attrs.get("auto_pad", "NOTSET")
+    auto_pad = attr(node, "auto_pad")
     windows = [pm.conv_transpose_axis(x.shape[1 + a], kernel[a], strides[a], dil[a], out_pad[a],
                                       pads[a], pads[a + 2], auto_pad,
                                       None if shape_attr is None else int(shape_attr[-2 + a]))
@@ -124,7 +125,7 @@ def _conv_transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
     plan = _transpose_plan(x.shape[1:3], kernel, strides, dil, windows)
     mode, dialect_pad, out_shape, slice_at = plan
     attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dil,
-             "group": int(node.attrs.get("group", 1)), "pads": mode,
+             "group": int(attr(node, "group")), "pads": mode,
              "output_padding": dialect_pad}
     if out_shape is not None:
         attrs["output_shape"] = out_shape

@@ -10,10 +10,21 @@ from . import (  # noqa: F401
     dialect_pool,
     dialect_tensor,
 )
-from .base import CORE_OPS, DIALECT_OPS, Attr, AttrKind, LayoutClass, OpSchema, Port, RuleError
+from .base import (
+    CORE_OPS,
+    DIALECT_OPS,
+    Attr,
+    AttrKind,
+    LayoutClass,
+    OpSchema,
+    Port,
+    RuleError,
+    attr,
+)
 from .validate import infer_shapes, validate
 
 __all__ = [
     "CORE_OPS", "DIALECT_OPS", "Attr", "AttrKind", "LayoutClass", "OpSchema", "Port", "RuleError",
+    "attr",
     "infer_shapes", "validate",
 ]

@@ -198,6 +198,14 @@ DIALECT_OPS = Registry("nhwc")
 CORE_OPS = Registry("core")
 
 
+def attr(node: Node, name: str) -> Any:
+    """A node's attribute ``name``, or the default its op's schema declares (core or dialect).
+
+    An attribute its schema does not declare raises KeyError: a misspelt name is a bug."""
+    registry = CORE_OPS if node.domain == CORE_OPS.domain else DIALECT_OPS
+    return registry[node.op].attr(node, name)
+
+
 def check_attr_value(name: str, spec: Attr, value: Any) -> str | None:
     """Return why ``value`` does not fit ``spec``, or None when it fits."""
     kind = spec.kind

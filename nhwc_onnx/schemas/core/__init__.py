@@ -21,12 +21,12 @@ Conventions shared by all core ops
 """
 from __future__ import annotations
 
+from ..base import attr
 from . import elementwise, shape_ops, spatial, tensor  # noqa: F401  (register the core ops)
 from .define import flatten_axis
 from .evaluate import (
     MAX_EVAL_ELEMENTS,
     SIZED_BY_VALUES,
-    attr,
     evaluate_node,
     infer_dtypes,
     output_elements,

@@ -60,8 +60,3 @@ def evaluate_node(node, input_arrays: list, max_elements: int = MAX_EVAL_ELEMENT
 def infer_dtypes(node, in_dtypes: list[str | None]) -> list[str | None]:
     """Element type of each output of a core node from its inputs' types."""
     return CORE_OPS[node.op].infer_dtype(node, in_dtypes)
-
-
-def attr(node, name: str):
-    """A core node's attribute, or its schema default when the node does not set it."""
-    return CORE_OPS[node.op].attr(node, name)
