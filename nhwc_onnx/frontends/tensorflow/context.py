@@ -11,14 +11,13 @@ from ...errors import InvalidModelError
 from ...ir import CORE, Graph, Node, Value
 from ...schemas import CORE_OPS
 from ...schemas.base import LayoutClass
+from ...schemas.core import infer_dtypes
 from ..base import Refusal
 from . import shapes
 from .tensors import Attrs
 from .tfnodes import Ref, TFNode
 
-_BOOL_OUT = frozenset({"Equal", "Less", "Greater", "And", "Or", "Not"})
 MAX_GENERATED_ELEMENTS = 1 << 28  # Fill/Tile/Range/... beyond this are corrupt, not models
-_INT64_OUT = frozenset({"Shape", "Size", "ArgMax"})
 
 
 class TFContext:
@@ -157,21 +156,8 @@ class TFContext:
     def _annotate(self, node: Node, dtype: str | None) -> None:
         ins = [v for v in node.inputs if v is not None]
         if dtype is None:
-            if node.op in _BOOL_OUT:
-                dtype = "bool"
-            elif node.op in _INT64_OUT:
-                dtype = "int64"
-            elif node.op == "Cast":
-                dtype = node.attrs["to"]
-            elif node.op in ("Reshape", "Squeeze", "Unsqueeze", "Transpose", "Slice",
-                             "Gather", "Tile", "Expand", "Pad", "Concat", "Split", "Identity"):
-                dtype = ins[0].dtype if ins else "float32"
-            elif node.op == "ConstantOfShape":
-                dtype = str(node.attrs["value"].dtype)
-            elif node.op == "Where":
-                dtype = ins[1].dtype
-            else:
-                dtype = next((v.dtype for v in ins if v.dtype), "float32")
+            in_dtypes = [None if v is None else v.dtype or None for v in node.inputs]
+            dtype = infer_dtypes(node, in_dtypes)[0] or "float32"
         in_shapes = [None if v is None else v.shape for v in node.inputs]
         in_known = [None if v is None else self.value_of(v) for v in node.inputs]
         out_shapes = shapes.infer(node, in_shapes, in_known)

@@ -29,11 +29,14 @@ from .evaluate import (
     SIZED_BY_VALUES,
     evaluate_node,
     infer_dtypes,
+    infer_node_shapes,
+    infer_output_shapes,
     output_elements,
 )
 from .tensor import reshape_target, slice_bounds, slice_index
 
 __all__ = [
     "MAX_EVAL_ELEMENTS", "SIZED_BY_VALUES", "attr", "evaluate_node", "flatten_axis",
-    "infer_dtypes", "output_elements", "reshape_target", "slice_bounds", "slice_index",
+    "infer_dtypes", "infer_node_shapes", "infer_output_shapes", "output_elements",
+    "reshape_target", "slice_bounds", "slice_index",
 ]

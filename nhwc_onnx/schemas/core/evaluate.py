@@ -1,5 +1,6 @@
-"""Running one core node's rules: numpy evaluation (constant folding, reference executor) and
-element types, through the rules each core op declares."""
+"""Running one core node's rules: shape inference (for frontends while they build, and the
+static-shapes pass), numpy evaluation (constant folding, reference executor) and element types,
+through the rules each core op declares."""
 from __future__ import annotations
 
 import math
@@ -7,6 +8,7 @@ import math
 import numpy as np
 
 from ...errors import InvalidAttributeError, InvalidModelError
+from ...ir import Node, Value
 from ..base import CORE_OPS, InferContext, RuleError
 
 # A tensor above this many elements (8 GiB of float32) is an absurd shape, not a model.
@@ -16,6 +18,23 @@ MAX_EVAL_ELEMENTS = 1 << 31
 SIZED_BY_VALUES = {"ConstantOfShape", "Range", "Expand", "Tile", "Pad", "Resize"}
 
 
+def infer_node_shapes(node, shapes: list, consts: list) -> list:
+    """Output shapes of core ``node`` from its inputs' shapes and constant values (None where
+    unknown). A broken rule raises RuleError."""
+    schema = CORE_OPS[node.op]
+    return schema.infer(InferContext(node, schema.with_defaults(node.attrs), list(shapes),
+                                     list(consts)))
+
+
+def infer_output_shapes(op: str, attrs: dict, shapes: list, n_outputs: int = 1) -> list:
+    """Output shapes of core op ``op`` before its node exists (a frontend sizing the tops it
+    is about to create). ``shapes`` has None for an absent optional input."""
+    inputs = [None if s is None else Value(f"in{i}", shape=tuple(s)) for i, s in enumerate(shapes)]
+    probe = Node(op, inputs, [Value(f"out{i}") for i in range(n_outputs)], dict(attrs), name=op)
+    return infer_node_shapes(probe, [None if s is None else tuple(s) for s in shapes],
+                             [None] * len(shapes))
+
+
 def output_elements(node, input_arrays: list) -> int | None:
     """Elements of the node's largest output, from shape inference on the arrays (None:
     not known without evaluating)."""
@@ -23,10 +42,9 @@ def output_elements(node, input_arrays: list) -> int | None:
     if schema is None or schema.infer is None:
         return None
     arrays = [None if a is None else np.asarray(a) for a in input_arrays]
-    ictx = InferContext(node, schema.with_defaults(node.attrs),
-                        [None if a is None else tuple(a.shape) for a in arrays], arrays)
     try:
-        shapes = schema.infer(ictx)
+        shapes = infer_node_shapes(node, [None if a is None else tuple(a.shape) for a in arrays],
+                                   arrays)
     except (RuleError, InvalidAttributeError, ArithmeticError, LookupError, TypeError,
             ValueError):
         return None  # the evaluator reports what is wrong with these inputs
