@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 
 from ...errors import InvalidModelError
+from ...schemas import RuleError
+from ...schemas.core import infer_output_shapes
 from ..base import Refusal
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder, canonical_axis, shape_of
@@ -78,17 +80,17 @@ def _conv_common(b: CaffeBuilder, layer: pb.LayerParameter, transpose: bool) -> 
         if transpose:
             wshape = (c, m // group, kh, kw)
             fan_in = c * kh * kw // group
-            oh = sh * (h - 1) + dil[0] * (kh - 1) + 1 - 2 * ph
-            ow = sw * (w - 1) + dil[1] * (kw - 1) + 1 - 2 * pw
         else:
             wshape = (m, c // group, kh, kw)
             fan_in = c // group * kh * kw
-            oh = (h + 2 * ph - (dil[0] * (kh - 1) + 1)) // sh + 1
-            ow = (w + 2 * pw - (dil[1] * (kw - 1) + 1)) // sw + 1
-        if oh <= 0 or ow <= 0:
-            raise InvalidModelError(
-                f"layer '{layer.name}' ({layer.type}): output size {oh}x{ow} from input "
-                f"{h}x{w} is empty")
+        attrs = {
+            "kernel_shape": [kh, kw], "strides": [sh, sw], "dilations": list(dil),
+            "group": group, "pads": [ph, pw, ph, pw], "data_format": "NCHW",
+            "weight_layout": "IOHW" if transpose else "OIHW",
+        }
+        op = "ConvTranspose" if transpose else "Conv"
+        out_shape = _core_shape(layer, op, attrs, [(n, c, h, w), wshape]
+                                + ([(m,)] if p.bias_term else []))
         # Weights are read once and shared by every bottom (Caffe shares them too).
         if idx == 0:
             specs = [BlobSpec(wshape, "weight", fan_in)]
@@ -97,21 +99,26 @@ def _conv_common(b: CaffeBuilder, layer: pb.LayerParameter, transpose: bool) -> 
             blobs = b.weights.blobs(layer, specs)
             wv = b.const(layer, blobs[0], "weight")
             bv = b.const(layer, blobs[1], "bias") if p.bias_term else None
-        attrs = {
-            "kernel_shape": [kh, kw], "strides": [sh, sw], "dilations": list(dil),
-            "group": group, "pads": [ph, pw, ph, pw], "data_format": "NCHW",
-            "weight_layout": "IOHW" if transpose else "OIHW",
-        }
-        top = b.top_value(layer, idx, (n, m, oh, ow))
+        top = b.top_value(layer, idx, out_shape)
         inputs = [x, wv] + ([bv] if bv is not None else [])
         part = "" if idx == 0 else f"bottom{idx}"
         if part:
-            b.node(layer, "ConvTranspose" if transpose else "Conv", inputs, attrs, out=top,
-                   part=part)
+            b.node(layer, op, inputs, attrs, out=top, part=part)
         else:
-            b.node(layer, "ConvTranspose" if transpose else "Conv", inputs, attrs, out=top)
+            b.node(layer, op, inputs, attrs, out=top)
         outs.append(top)
     b.bind(layer, outs)
+
+
+def _core_shape(layer: pb.LayerParameter, op: str, attrs: dict, shapes: list) -> tuple:
+    """The top's shape from the core op's own inference (the sizes Caffe computes)."""
+    try:
+        (shape,) = infer_output_shapes(op, attrs, shapes)
+    except RuleError as err:
+        h, w = shapes[0][2:]
+        raise InvalidModelError(
+            f"layer '{layer.name}' ({layer.type}): {err.message} (input {h}x{w})") from err
+    return tuple(int(d) for d in shape)
 
 
 def _nchw(x, layer) -> tuple[int, int, int, int]:
@@ -161,35 +168,34 @@ def convert_pooling(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
         raise InvalidModelError(
             f"layer '{layer.name}' (Pooling): pad {ph, pw} must be smaller than kernel {kh, kw}")
     ceil = p.round_mode == pb.PoolingParameter.CEIL and p.ceil_mode
-    oh, ow = (_pool_out(h, kh, sh, ph, ceil), _pool_out(w, kw, sw, pw, ceil))
-    if oh <= 0 or ow <= 0:
+    if h + 2 * ph < kh or w + 2 * pw < kw:
         raise InvalidModelError(
             f"layer '{layer.name}' (Pooling): kernel {kh}x{kw} is larger than the padded "
             f"input {h}x{w}")
-    if (oh - 1) * sh >= h + ph or (ow - 1) * sw >= w + pw:
-        # Caffe keeps a last window that starts past the input (stride > kernel, no pad) and
-        # fills it with -FLT_MAX or a negative count: nothing to reproduce exactly.
-        raise Refusal(f"ceil rounding with stride {sh, sw} > kernel {kh, kw} makes Caffe emit a "
-                      "window that lies entirely outside the input")
     attrs = {"kernel_shape": [kh, kw], "strides": [sh, sw], "pads": [ph, pw, ph, pw],
              "ceil_mode": 1 if ceil else 0, "data_format": "NCHW"}
     if not is_max:
         attrs["count_include_pad"] = 1  # Caffe divides by the window clipped to input + pad
-    top = b.top_value(layer, 0, (n, c, oh, ow))
+    out_shape = _core_shape(layer, "MaxPool" if is_max else "AveragePool", attrs, [(n, c, h, w)])
+    oh, ow = out_shape[2:]
+    if _window_outside(h, kh, sh, ph, oh, ceil) or _window_outside(w, kw, sw, pw, ow, ceil):
+        # Caffe keeps a last window that starts past the input (stride > kernel, no pad) and
+        # fills it with -FLT_MAX or a negative count: nothing to reproduce exactly.
+        raise Refusal(f"ceil rounding with stride {sh, sw} > kernel {kh, kw} makes Caffe emit a "
+                      "window that lies entirely outside the input")
+    top = b.top_value(layer, 0, out_shape)
     b.node(layer, "MaxPool" if is_max else "AveragePool", [x], attrs, out=top)
     b.bind(layer, [top])
 
 
-def _pool_out(size: int, k: int, s: int, pad: int, ceil: bool) -> int:
-    span = size + 2 * pad - k
-    if span < 0:
-        return 0
-    if not ceil:
-        return span // s + 1
-    out = math.ceil(span / s) + 1
-    if pad > 0 and (out - 1) * s >= size + pad:
-        out -= 1  # the last window must start inside the input (or the begin pad)
-    return out
+def _window_outside(size: int, k: int, s: int, pad: int, out: int, ceil: bool) -> bool:
+    """Whether Caffe's last window along one axis starts past the input plus its pad.
+
+    ``out`` is the core op's count, which drops such a window; Caffe drops it only when the
+    axis is padded, so unpadded it keeps the window the core op dropped."""
+    if ceil and pad == 0 and -(-(size - k) // s) * s >= size:
+        return True
+    return (out - 1) * s >= size + pad
 
 
 def _one_bottom(b: CaffeBuilder, layer: pb.LayerParameter):
