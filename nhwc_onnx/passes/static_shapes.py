@@ -10,6 +10,7 @@ import math
 
 from ..errors import InvalidAttributeError, InvalidModelError, NodeProblem, UnsupportedOpError
 from ..ir import CORE, Graph, Model, Value
+from ..ir.input_shapes import input_shape
 from ..schemas.base import CORE_OPS, DIALECT_OPS, InferContext, RuleError
 from ..schemas.core import MAX_EVAL_ELEMENTS, infer_dtypes
 from .base import Pass, PassContext, PassResult
@@ -56,9 +57,10 @@ def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
                 ctx.warn(f"input '{value.name}': overriding declared shape {_fmt(value.shape)} "
                          f"with {_fmt(dims)}")
                 break
-        if tuple(dims) != value.shape:
+        new_shape = input_shape(value.shape, dims)
+        if new_shape != value.shape:
             ctx.record("input_shape", value.name, f"shape set to {_fmt(dims)}", shape=dims)
-            value.shape = tuple(dims)
+            value.shape = new_shape
             changed = True
     batch = ctx.option("batch")
     if batch is not None:
@@ -68,8 +70,9 @@ def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
         for value in by_name.values():
             if value.shape is None or len(value.shape) < 2:
                 continue
-            if value.shape[0] in (None, 0):  # some exporters write 0 for "any batch"
-                value.shape = (batch,) + tuple(value.shape[1:])
+            new_shape = input_shape(value.shape, None, batch)  # fills an unknown (None/0) batch
+            if new_shape != value.shape:
+                value.shape = new_shape
                 ctx.record("input_shape", value.name, f"batch set to {batch}", batch=batch)
                 changed = True
             elif value.shape[0] != batch:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...errors import InvalidModelError
 from ...ir import Graph, Node, Value
+from ...ir.input_shapes import find_override, input_shape
 from . import caffe_pb2 as pb
 from .weights import WeightSource
 
@@ -52,16 +53,13 @@ class CaffeBuilder:
     def resolve_input_shape(self, name: str, declared: Sequence[int] | None,
                             where: str) -> tuple[int, ...]:
         """The shape of input blob ``name``: the user's override, else the declared one."""
-        shape = self.input_shapes.get(name)
-        if shape is None:
-            shape = declared
+        shape = input_shape(declared, find_override(self.input_shapes, name), self.batch,
+                            batch_replaces_fixed=True)
         if not shape:
             raise InvalidModelError(
                 f"input '{name}' ({where}) has no shape; pass one with --input-shape "
                 f"{name}=1,3,224,224")
         shape = [int(d) for d in shape]
-        if self.batch is not None and shape:
-            shape[0] = int(self.batch)
         if any(d <= 0 for d in shape) or any(d > 1 << 31 for d in shape):
             raise InvalidModelError(f"input '{name}' has an invalid shape {shape}")
         return tuple(shape)

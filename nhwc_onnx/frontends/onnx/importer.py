@@ -9,6 +9,7 @@ from onnx import numpy_helper
 
 from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem
 from ...ir import CORE, NCHW, Graph, Model, Value
+from ...ir.input_shapes import find_override, input_shape
 from ...schemas.base import CORE_OPS, check_attr_value
 from ..base import Converter, FrontendOptions, OpRegistry, Refusal, convert_nodes
 from .context import NodeCtx
@@ -153,15 +154,12 @@ class OnnxImporter:
         return result
 
     def _resolve_shape(self, name: str, shape: tuple | None) -> tuple:
-        override = self.options.input_shapes.get(name)
-        if override is not None:
-            shape = tuple(int(d) for d in override)
-        elif shape is None:
+        shape = input_shape(shape, find_override(self.options.input_shapes, name),
+                            self.options.batch, batch_replaces_fixed=True)
+        if shape is None:
             raise InvalidModelError(
                 f"input '{name}' has no shape in the model; give it with input_shapes "
                 "(--input-shape NAME=1,3,224,224)")
-        if self.options.batch is not None and len(shape) >= 1:
-            shape = (int(self.options.batch),) + tuple(shape[1:])
         unknown = [i for i, d in enumerate(shape) if d is None]
         if unknown:
             raise InvalidModelError(

@@ -10,6 +10,7 @@ import os
 
 from ...errors import InvalidModelError
 from ...ir import NCHW, NHWC, Graph, Model, Value
+from ...ir.input_shapes import find_override, input_shape
 from ..base import Converter, FrontendOptions, convert_nodes
 from . import (  # noqa: F401  (importing registers the converters)
     ops_array,
@@ -71,15 +72,9 @@ def _graph_layout(order: list[TFNode]) -> str:
     return NCHW if formats == {NCHW} else NHWC
 
 
-def _lookup_override(options: FrontendOptions, ref: Ref) -> list[int] | None:
-    for key in (ref_name(ref), ref[0] if ref[1] == 0 else None):
-        if key is not None and key in options.input_shapes:
-            return [int(d) for d in options.input_shapes[key]]
-    return None
-
-
 def _input_shape(ctx: TFContext, node: TFNode, ref: Ref) -> tuple[int, ...]:
-    override = _lookup_override(ctx.options, ref)
+    override = find_override(ctx.options.input_shapes, ref_name(ref),
+                             ref[0] if ref[1] == 0 else None)
     if override is not None:
         if any(d < 0 or d > 1 << 31 for d in override):
             raise InvalidModelError(f"--input-shape for '{node.name}' has an impossible "
@@ -92,9 +87,9 @@ def _input_shape(ctx: TFContext, node: TFNode, ref: Ref) -> tuple[int, ...]:
     hint = f"pass --input-shape {node.name}=<dims, comma-separated, in the graph's layout>"
     if shape is None:
         raise InvalidModelError(f"input '{node.name}' has an unknown rank; {hint}")
-    dims = list(shape)
+    dims = list(input_shape(shape, None, ctx.options.batch))
     if dims and dims[0] is None:
-        dims[0] = ctx.options.batch or 1  # the batch: --batch, else 1
+        dims[0] = 1  # an open batch without --batch
     if any(d is None for d in dims):
         shown = "x".join("?" if d is None else str(d) for d in dims)
         raise InvalidModelError(f"input '{node.name}' has unknown dimensions ({shown}); {hint}")
