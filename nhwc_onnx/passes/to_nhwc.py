@@ -1,10 +1,11 @@
 """NCHW -> NHWC: store every NCHW feature map as NHWC without inserting layout Transposes.
 
-Each value gets a layout (see ``schemas.core.layout_perm``): the permutation from its source axes to the
-axes we store. Graph inputs tagged NCHW (rank 4) start as NHWC; spatial ops switch their
-``data_format``; transparent ops pass the layout on and constants that broadcast against a
-permuted tensor are permuted once; axis attributes are remapped; Reshape/Flatten keep their
-meaning when the stored bytes allow it (channel shuffle, H=W=1) or when they feed a
+Each value gets a layout (see ``schemas.core.layout_perm``): the permutation from its source
+axes to the axes we store. Graph inputs tagged NCHW (rank 4) start as NHWC; then each core op's
+layout rule (declared with the op, see ``schemas.core.layout_rules``) rewrites it: spatial ops
+switch their ``data_format``; transparent ops pass the layout on and constants that broadcast
+against a permuted tensor are permuted once; axis attributes are remapped; Reshape/Flatten keep
+their meaning when the stored bytes allow it (channel shuffle, H=W=1) or when they feed a
 fully-connected layer whose weight rows can be permuted instead. Anything else needs a real
 Transpose: one UnsupportedOpError lists every such node, unless option ``allow_transpose``
 is set, in which case a Transpose is inserted with a warning per node.
