@@ -285,8 +285,10 @@ def is_dialect_file(path: str | os.PathLike) -> bool:
     """True when an .onnx file is one of ours (dialect domain or our converter metadata)."""
     import onnx
 
+    from .safe_io import read_regular
+
     try:
-        proto = onnx.load(str(path), load_external_data=False)
+        proto = onnx.load_from_string(read_regular(path, str(path)))
     except Exception:  # noqa: BLE001 - unreadable files are reported by the loaders
         return False
     if any(p.key == "converter" and p.value == "nhwc-onnx" for p in proto.metadata_props):

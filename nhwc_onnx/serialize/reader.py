@@ -11,6 +11,7 @@ from onnx import TensorProto
 
 from ..errors import ModelLoadError
 from ..ir import DIALECT, Graph, Model, Node, Value
+from ..safe_io import external_span, read_regular
 from .attributes import read_attribute
 from .tensors import dtype_from_onnx, read_type, tensor_to_array
 from .writer import KEY_IO_PERMUTATIONS
@@ -20,14 +21,7 @@ def load(path: str | os.PathLike) -> Model:
     """Read an ONNX file (external data resolved next to it) into the IR."""
     path = Path(path)
     label = str(path)
-    if not path.exists():
-        raise ModelLoadError(f"{label}: no such file")
-    if path.is_dir():
-        raise ModelLoadError(f"{label}: is a directory, not an ONNX file")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ModelLoadError(f"{label}: cannot be read ({exc.strerror or exc})") from exc
+    data = read_regular(path, label)
     proto = parse_model_bytes(data, label)
     return from_onnx(proto, base_dir=path.parent, label=label)
 
@@ -66,7 +60,8 @@ def _looks_like_text(data: bytes) -> bool:
 
 
 class _ExternalData:
-    """Reads tensors stored next to the model file (ONNX external data)."""
+    """Reads tensors stored next to the model file (ONNX external data), through the guards
+    the source loader uses too (``safe_io.external_span``)."""
 
     def __init__(self, base_dir: Path | None, label: str):
         self.base_dir = base_dir
@@ -77,35 +72,12 @@ class _ExternalData:
         where = f"{self.label}: tensor '{tensor.name}'"
         if self.base_dir is None:
             raise ModelLoadError(f"{where} uses external data but no model directory is known")
-        location = info.get("location", "")
-        target = (self.base_dir / location).resolve()
-        if not location or os.path.isabs(location) or \
-                not target.is_relative_to(self.base_dir.resolve()):
-            raise ModelLoadError(f"{where}: external data location {location!r} is not a "
-                                 "file next to the model")
         dtype = dtype_from_onnx(tensor.data_type)
-        if dtype is None:
-            raise ModelLoadError(f"{where}: unknown element type {tensor.data_type}")
-        dims = tuple(int(d) for d in tensor.dims)
-        count = int(np.prod(dims, dtype=np.int64))
-        try:
-            offset = int(info.get("offset", "0"))
-            needed = count * np.dtype(dtype).itemsize
-            length = int(info.get("length", str(needed)))
-        except ValueError as exc:
-            raise ModelLoadError(f"{where}: malformed external data entry ({exc})") from exc
-        if length != needed:
-            raise ModelLoadError(f"{where}: external data length {length}, shape needs {needed}")
-        try:
-            with open(target, "rb") as f:
-                f.seek(offset)
-                arr = np.fromfile(f, dtype=np.dtype(dtype).newbyteorder("<"), count=count)
-        except OSError as exc:
-            raise ModelLoadError(f"{where}: cannot read external data {location!r} "
-                                 f"({exc.strerror or exc})") from exc
-        if arr.size != count:
-            raise ModelLoadError(f"{where}: external data file {location!r} is truncated")
-        return arr.astype(dtype, copy=False).reshape(dims)
+        if dtype is None or np.dtype(dtype).kind not in "biufc":
+            raise ModelLoadError(f"{where}: element type {tensor.data_type} cannot be stored "
+                                 "externally")
+        span = external_span(self.base_dir, info, tensor.dims, np.dtype(dtype).itemsize, where)
+        return span.read_array(dtype, where).reshape(tuple(int(d) for d in tensor.dims))
 
 
 def _tensor(tensor: TensorProto, external: _ExternalData) -> np.ndarray:

@@ -124,7 +124,7 @@ def test_missing_or_truncated_external_data_is_a_load_error(rich_model, tmp_path
     with pytest.raises(ModelLoadError, match="truncated"):
         load(path)
     data_file.unlink()
-    with pytest.raises(ModelLoadError, match="cannot read external data 'big.onnx.data'"):
+    with pytest.raises(ModelLoadError, match="external data file 'big.onnx.data' does not exist"):
         load(path)
 
 

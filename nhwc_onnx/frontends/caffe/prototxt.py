@@ -8,6 +8,7 @@ import re
 from google.protobuf import text_format
 
 from ...errors import InvalidModelError, ModelLoadError
+from ...safe_io import read_regular
 from . import caffe_pb2 as pb
 from .upgrade import needs_upgrade, upgrade_net
 
@@ -16,18 +17,7 @@ _MAX_PROTOTXT_BYTES = 256 << 20  # deploy files are kilobytes; refuse anything a
 
 def read_prototxt(path: str | os.PathLike) -> pb.NetParameter:
     path = os.fspath(path)
-    try:
-        size = os.path.getsize(path)
-        if size > _MAX_PROTOTXT_BYTES:
-            raise ModelLoadError(f"prototxt {path} is {size} bytes: too large for a net description")
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise ModelLoadError(f"prototxt not found: {path}") from None
-    except IsADirectoryError:
-        raise ModelLoadError(f"prototxt path is a directory: {path}") from None
-    except OSError as e:
-        raise ModelLoadError(f"cannot read prototxt {path}: {e.strerror or e}") from None
+    raw = read_regular(path, f"prototxt {path}", _MAX_PROTOTXT_BYTES)
     if b"\0" in raw:
         raise ModelLoadError(
             f"{path} is binary, not a text prototxt (a .caffemodel goes to --weights)")

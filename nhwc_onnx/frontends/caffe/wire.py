@@ -17,6 +17,7 @@ import numpy as np
 from ...errors import InvalidModelError, ModelLoadError
 from ...protowire import Truncated
 from ...protowire import read_varint as _varint
+from ...safe_io import read_regular
 
 # Wire types.
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -173,19 +174,8 @@ def _read_layer(buf: memoryview, span: tuple[int, int], v1: bool) -> StoredLayer
 def read_caffemodel(path: str | os.PathLike) -> list[StoredLayer]:
     """Layers (name, type, blobs as float32 arrays) of a binary .caffemodel, in file order."""
     path = os.fspath(path)
-    try:
-        size = os.path.getsize(path)
-        data = bytearray(size)
-        with open(path, "rb") as f:
-            got = f.readinto(data)
-    except FileNotFoundError:
-        raise ModelLoadError(f"caffemodel not found: {path}") from None
-    except IsADirectoryError:
-        raise ModelLoadError(f"caffemodel path is a directory: {path}") from None
-    except OSError as e:
-        raise ModelLoadError(f"cannot read caffemodel {path}: {e.strerror or e}") from None
-    if got != size:
-        raise ModelLoadError(f"cannot read caffemodel {path}: file changed while reading")
+    data = read_regular(path, f"caffemodel {path}", writable=True)
+    size = len(data)
     if size == 0:
         raise ModelLoadError(f"caffemodel {path} is empty")
     for magic, what in _FOREIGN_FORMATS:

@@ -13,7 +13,8 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
-from ...errors import InvalidModelError, ModelLoadError
+from ...errors import ModelLoadError
+from ...safe_io import external_span, read_regular
 
 # First bytes of formats people mistake for ONNX: say what the file is instead of "cannot parse".
 _MAX_GRAPH_NESTING = 64  # If/Loop bodies inside bodies; deeper is a corrupt or hostile file
@@ -29,13 +30,7 @@ def read_model(path: str, external: dict | None = None) -> onnx.ModelProto:
     With ``external`` (a dict), external initializers are read straight into numpy arrays
     stored there by name, and stay out of the proto (no bytes object, no copy into protobuf).
     """
-    if not os.path.isfile(path):
-        raise ModelLoadError(f"cannot read '{path}': no such file")
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise ModelLoadError(f"cannot read '{path}': {exc.strerror or exc}") from exc
+    data = read_regular(path, f"'{path}'")
     model = parse_model_bytes(data, path)
     del data  # the parsed message holds what it needs
     load_external_data(model, os.path.dirname(os.path.abspath(path)), path, external)
@@ -116,73 +111,28 @@ def _tensors_with_external_data(model: onnx.ModelProto) -> list[TensorProto]:
 
 def load_external_data(model: onnx.ModelProto, base_dir: str, label: str,
                        arrays: dict | None = None) -> None:
-    """Read every external tensor's bytes into raw_data, refusing paths outside ``base_dir``.
+    """Read every external tensor's bytes into raw_data (checked by ``safe_io.external_span``:
+    inside ``base_dir``, a regular file, the right length).
 
     Initializers go into ``arrays`` (name -> ndarray) instead, when it is given."""
-    base_real = os.path.realpath(base_dir)
     initializers = {t.name for t in model.graph.initializer} if arrays is not None else set()
     for tensor in _tensors_with_external_data(model):
         info = {e.key: e.value for e in tensor.external_data}
-        location = info.get("location", "")
         where = f"tensor '{tensor.name}' of '{label}'"
-        if not location:
-            raise ModelLoadError(f"{where} is stored externally but names no location")
-        if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location:
-            raise ModelLoadError(
-                f"{where}: external data location '{location}' is absolute; refused "
-                "(it must be a path inside the model's folder)"
-            )
-        full = os.path.realpath(os.path.join(base_real, location))
-        if os.path.commonpath([full, base_real]) != base_real:
-            raise ModelLoadError(
-                f"{where}: external data location '{location}' points outside the model's "
-                "folder; refused"
-            )
-        if not os.path.isfile(full):
-            raise ModelLoadError(f"{where}: external data file '{location}' does not exist")
-        try:
-            offset = int(info.get("offset", "0") or 0)
-            length = int(info["length"]) if info.get("length") else None
-        except ValueError as exc:
-            raise ModelLoadError(f"{where}: bad external data offset/length") from exc
-        if offset < 0 or (length is not None and length < 0):
-            raise ModelLoadError(f"{where}: negative external data offset/length")
-        size = os.path.getsize(full)
-        expected = _expected_bytes(tensor)
-        if length is None:
-            length = expected if expected is not None else size - offset
-        if offset + length > size:
-            raise ModelLoadError(
-                f"{where}: external data file '{location}' is too short ({size} bytes; "
-                f"needs {offset + length})"
-            )
-        if expected is not None and length != expected:
-            raise ModelLoadError(
-                f"{where}: external data length {length} does not match the tensor's "
-                f"{expected} bytes"
-            )
-        if tensor.name in initializers and expected is not None:
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
-            with open(full, "rb") as f:
-                f.seek(offset)
-                array = np.fromfile(f, dtype=dtype.newbyteorder("<"), count=length // dtype.itemsize)
-            arrays[tensor.name] = array.astype(dtype, copy=False).reshape(tuple(tensor.dims))
+        dtype = _np_dtype(tensor)
+        span = external_span(base_dir, info, tensor.dims,
+                             dtype.itemsize if dtype is not None else None, where)
+        if tensor.name in initializers and dtype is not None:
+            arrays[tensor.name] = span.read_array(dtype, where).reshape(tuple(tensor.dims))
             continue
-        with open(full, "rb") as f:
-            f.seek(offset)
-            tensor.raw_data = f.read(length)
+        tensor.raw_data = span.read(where)
         tensor.data_location = TensorProto.DEFAULT
         del tensor.external_data[:]
 
 
-def _expected_bytes(tensor: TensorProto) -> int | None:
+def _np_dtype(tensor: TensorProto) -> np.dtype | None:
     try:
-        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
     except (KeyError, ValueError, TypeError):
         return None
-    count = 1
-    for d in tensor.dims:
-        if d < 0:
-            raise InvalidModelError(f"tensor '{tensor.name}' has a negative dimension {d}")
-        count *= d
-    return count * itemsize
+    return None if dtype.kind in "OUS" else dtype

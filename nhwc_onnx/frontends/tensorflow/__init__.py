@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from ...ir import Model
+from ...safe_io import stat_regular
 from ..base import FrontendOptions
 from .loader import convert_graphdef, load_file
 from .registry import REGISTRY
@@ -19,6 +20,9 @@ def load(path: str | os.PathLike, options: FrontendOptions | None = None) -> Mod
     text = os.fspath(path)
     if os.path.isdir(text) or text.lower().endswith(KERAS_SUFFIXES):
         from .savedmodel import load_frozen
+
+        if not os.path.isdir(text):
+            stat_regular(text, text)  # TensorFlow would block on a FIFO or read a device forever
 
         graph_def, buffer, label, options = load_frozen(text, options)
         return convert_graphdef(graph_def, options, label, buffer)

@@ -5,13 +5,13 @@ HDF5), text garbage, or a message that parses but holds no usable node.
 """
 from __future__ import annotations
 
-import mmap
 import os
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from ...errors import ModelLoadError
+from ...safe_io import map_regular
 from .proto import tf_graph_pb2
 from .tensors import check_loadable
 from .wire import WireFormatError, strip_tensor_contents
@@ -20,19 +20,9 @@ TEXT_SUFFIXES = (".pbtxt", ".pbtext", ".txt", ".prototxt")
 
 
 def _read_bytes(path: str):
-    """The file's bytes: memory-mapped (weights are later viewed, never copied) when possible."""
-    try:
-        with open(path, "rb") as fh:
-            try:
-                return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            except (ValueError, OSError):  # empty files and pipes cannot be mapped
-                return fh.read()
-    except FileNotFoundError:
-        raise ModelLoadError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ModelLoadError(f"{path}: is a directory, not a GraphDef file") from None
-    except OSError as exc:
-        raise ModelLoadError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    """The file's bytes: memory-mapped (weights are later viewed, never copied); only a
+    regular file of at most 2 GiB is read (see safe_io)."""
+    return map_regular(path, path)
 
 
 def _looks_like_text(data: bytes) -> bool:

@@ -133,9 +133,9 @@ def test_unknown_field_is_reported_not_dropped(tmp_path):
 
 def test_missing_files(tmp_path, files):
     proto, _weights = files
-    with pytest.raises(ModelLoadError, match="prototxt not found"):
+    with pytest.raises(ModelLoadError, match="prototxt .*nope.prototxt: no such file"):
         load(tmp_path / "nope.prototxt", FrontendOptions(weights="random"))
-    with pytest.raises(ModelLoadError, match="caffemodel not found"):
+    with pytest.raises(ModelLoadError, match="caffemodel .*nope.caffemodel: no such file"):
         _load(proto, tmp_path / "nope.caffemodel")
 
 

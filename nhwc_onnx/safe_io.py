@@ -1,0 +1,221 @@
+"""Bounded reads of user files: the one home of "can this path be read, and how much of it".
+
+Every loader (TensorFlow, Caffe, ONNX sources and the dialect reader behind ``check``, ``run``,
+``info`` and ``verify``) reads its files through here, so each gets the same guards:
+
+- only regular files are opened: a FIFO, a device (``/dev/zero``), a socket or a directory is
+  refused from ``os.stat`` *before* ``open`` (a FIFO would block, a device never ends), and the
+  opened descriptor is checked again so a swap between the two calls is caught too;
+- a size cap per kind of file (protobuf cannot hold more than 2 GiB);
+- external tensor data: the location is a relative path without NUL bytes that resolves inside
+  the model's folder to a regular file, ``offset + length`` lies within it, and ``length``
+  equals prod(dims) x itemsize, computed with Python integers (no int64 overflow).
+
+Failures raise ModelLoadError (exit code 2: the input cannot be read) with one line.
+Imports nothing of the project but ``errors``, so IR, serializer and frontends may all use it.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from .errors import ModelLoadError
+
+MAX_PROTOBUF_BYTES = 2 << 30  # protobuf refuses messages of 2 GiB; a bigger file is not a model
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) \
+    | getattr(os, "O_CLOEXEC", 0)
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def stat_regular(path: str | os.PathLike, label: str) -> os.stat_result:
+    """``os.stat`` of ``path`` (symlinks followed), refusing anything but a regular file."""
+    if "\0" in os.fspath(path):
+        raise ModelLoadError(f"{label}: the path contains a NUL byte")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ModelLoadError(f"{label}: no such file") from None
+    except OSError as exc:  # a symlink loop, a name too long, no permission on a folder
+        raise ModelLoadError(f"{label}: cannot read ({_os_reason(exc)})") from None
+    kind = _kind(st.st_mode)
+    if kind is not None:
+        raise ModelLoadError(f"{label}: is {kind}, not a regular file; refused")
+    return st
+
+
+def open_regular(path: str | os.PathLike, label: str,
+                 max_bytes: int | None = None) -> tuple[BinaryIO, int]:
+    """Open a regular file for reading: (file object, size). Refuses non-regular files
+    without opening them, and files over ``max_bytes``."""
+    before = stat_regular(path, label)
+    if max_bytes is not None and before.st_size > max_bytes:
+        raise ModelLoadError(f"{label}: is {before.st_size} bytes, more than the "
+                             f"{max_bytes} a file of this kind can hold; refused")
+    try:
+        fd = os.open(path, _OPEN_FLAGS)  # non-blocking: a FIFO swapped in cannot hang us
+    except OSError as exc:
+        raise ModelLoadError(f"{label}: cannot read ({_os_reason(exc)})") from None
+    after = os.fstat(fd)
+    if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino) \
+            or not stat.S_ISREG(after.st_mode):
+        os.close(fd)
+        raise ModelLoadError(f"{label}: the file changed while it was being opened; refused")
+    return os.fdopen(fd, "rb"), after.st_size
+
+
+def read_regular(path: str | os.PathLike, label: str,
+                 max_bytes: int | None = MAX_PROTOBUF_BYTES, writable: bool = False):
+    """All bytes of a regular file of at most ``max_bytes`` (read once, bounded by its size);
+    a bytearray with ``writable`` (arrays viewing it can then be modified in place)."""
+    f, size = open_regular(path, label, max_bytes)
+    with f:
+        try:
+            if writable:
+                data = bytearray(size)
+                got = f.readinto(data)
+            else:
+                data = f.read(size)
+                got = len(data)
+        except OSError as exc:
+            raise ModelLoadError(f"{label}: cannot read ({_os_reason(exc)})") from None
+    if got != size:
+        raise ModelLoadError(f"{label}: the file changed while it was being read")
+    return data
+
+
+def map_regular(path: str | os.PathLike, label: str,
+                max_bytes: int | None = MAX_PROTOBUF_BYTES):
+    """A read-only memory map of a regular file (bytes for an empty one): weights viewed in
+    place are never copied."""
+    import mmap
+
+    f, size = open_regular(path, label, max_bytes)
+    with f:
+        if size == 0:
+            return b""
+        try:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (ValueError, OSError) as exc:
+            raise ModelLoadError(f"{label}: cannot map ({exc})") from None
+
+
+# -- external tensor data -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExternalSpan:
+    """A checked byte range of an external data file."""
+
+    path: str  # resolved, inside the model's folder, a regular file
+    offset: int
+    length: int
+
+    def read(self, label: str) -> bytes:
+        f = self._open(label)
+        with f:
+            data = f.read(self.length)
+        if len(data) != self.length:
+            raise ModelLoadError(f"{label}: the file changed while it was being read")
+        return data
+
+    def read_array(self, dtype, label: str):
+        """The span as a writable little-endian-decoded 1-D numpy array of ``dtype``."""
+        import numpy as np
+
+        dtype = np.dtype(dtype)
+        count = self.length // dtype.itemsize
+        f = self._open(label)
+        with f:
+            array = np.fromfile(f, dtype=dtype.newbyteorder("<"), count=count)
+        if array.size != count:
+            raise ModelLoadError(f"{label}: the file changed while it was being read")
+        return array.astype(dtype, copy=False)
+
+    def _open(self, label: str) -> BinaryIO:
+        f, size = open_regular(self.path, label)
+        if self.offset + self.length > size:  # shrank since it was checked
+            f.close()
+            raise ModelLoadError(f"{label}: the file changed while it was being read")
+        f.seek(self.offset)
+        return f
+
+
+def element_count(dims, where: str) -> int:
+    """prod(dims) as a Python int; negative dimensions are refused."""
+    count = 1
+    for d in dims:
+        d = int(d)
+        if d < 0:
+            raise ModelLoadError(f"{where}: negative dimension {d} in {list(map(int, dims))}")
+        count *= d
+    return count
+
+
+def external_span(base_dir: str | os.PathLike, info: dict[str, str], dims,
+                  itemsize: int | None, where: str) -> ExternalSpan:
+    """Check one tensor's external-data entry (ONNX ``external_data`` key/values).
+
+    ``itemsize`` None means the element size is unknown (strings): the length is then taken
+    from the entry or the rest of the file, without the dims check.
+    """
+    location = info.get("location", "")
+    if not isinstance(location, str) or not all(isinstance(v, str) for v in info.values()):
+        raise ModelLoadError(f"{where}: external data entry is not UTF-8 text (corrupt file?)")
+    if not location:
+        raise ModelLoadError(f"{where} is stored externally but names no location")
+    if "\0" in location:
+        raise ModelLoadError(f"{where}: external data location {location!r} contains a NUL "
+                             "byte; refused")
+    if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location:
+        raise ModelLoadError(
+            f"{where}: external data location '{location}' is absolute; refused "
+            "(it must be a path inside the model's folder)")
+    base_real = os.path.realpath(base_dir)
+    full = os.path.realpath(os.path.join(base_real, location))
+    if os.path.commonpath([full, base_real]) != base_real:
+        raise ModelLoadError(
+            f"{where}: external data location '{location}' points outside the model's "
+            "folder; refused")
+    if not os.path.lexists(full):
+        raise ModelLoadError(f"{where}: external data file '{location}' does not exist")
+    size = stat_regular(full, f"{where}: external data file '{location}'").st_size
+    try:
+        offset = int(info.get("offset") or 0)
+        length = int(info["length"]) if info.get("length") else None
+    except ValueError:
+        raise ModelLoadError(f"{where}: bad external data offset/length "
+                             f"({info.get('offset')!r}, {info.get('length')!r})") from None
+    if offset < 0 or (length is not None and length < 0):
+        raise ModelLoadError(f"{where}: negative external data offset/length")
+    expected = None if itemsize is None else element_count(dims, where) * itemsize
+    if length is None:
+        length = expected if expected is not None else max(size - offset, 0)
+    if expected is not None and length != expected:
+        raise ModelLoadError(f"{where}: external data length {length} does not match the "
+                             f"tensor's {expected} bytes")
+    if offset + length > size:
+        raise ModelLoadError(f"{where}: external data file '{location}' is too short "
+                             f"(truncated?): {size} bytes, needs {offset + length}")
+    return ExternalSpan(full, offset, length)
