@@ -17,7 +17,7 @@ from rel_models import write_source
 
 from nhwc_onnx.errors import EXIT_UNREADABLE
 
-HANG_GUARD = float(os.environ.get("NHWC_HANG_GUARD", 60))  # seconds; a case takes about one
+HANG_GUARD = float(os.environ.get("NHWC_HANG_GUARD", "60"))  # seconds; a case takes about one
 
 
 def _refused(proc, fragment: str) -> str:
@@ -34,20 +34,20 @@ def _refused(proc, fragment: str) -> str:
 
 EXTERNAL_CASES = {
     # name: (external_dialect kwargs, fragment of the refusal)
-    "FIFO as location": (dict(location="w.bin", data=fifo()), "named pipe"),
-    "dims [-1], 2 GB sparse file": (dict(location="w.bin", dims=[-1], data=sparse(2 << 30)),
+    "FIFO as location": ({"location": "w.bin", "data": fifo()}, "named pipe"),
+    "dims [-1], 2 GB sparse file": ({"location": "w.bin", "dims": [-1], "data": sparse(2 << 30)},
                                     "negative dimension"),
-    "dims overflowing int64": (dict(location="w.bin", dims=[2**62, 2**62], data=weights_file()),
+    "dims overflowing int64": ({"location": "w.bin", "dims": [2**62, 2**62], "data": weights_file()},
                                "too short"),
-    "NUL byte in location": (dict(location="w\0.bin", data=weights_file("w")), "NUL byte"),
-    "location escapes the folder": (dict(location="../w.bin"), "outside the model's folder"),
-    "symlink to /dev/zero": (dict(location="w.bin", data=symlink_to("/dev/zero")),
+    "NUL byte in location": ({"location": "w\0.bin", "data": weights_file("w")}, "NUL byte"),
+    "location escapes the folder": ({"location": "../w.bin"}, "outside the model's folder"),
+    "symlink to /dev/zero": ({"location": "w.bin", "data": symlink_to("/dev/zero")},
                              "outside the model's folder"),
-    "dangling symlink": (dict(location="w.bin", data=symlink_to("gone.bin")),
+    "dangling symlink": ({"location": "w.bin", "data": symlink_to("gone.bin")},
                          "does not exist"),
-    "length disagrees with dims": (dict(location="w.bin", length=8, data=weights_file()),
+    "length disagrees with dims": ({"location": "w.bin", "length": 8, "data": weights_file()},
                                    "does not match"),
-    "offset past the end": (dict(location="w.bin", offset=1 << 40, data=weights_file()),
+    "offset past the end": ({"location": "w.bin", "offset": 1 << 40, "data": weights_file()},
                             "too short"),
 }
 
@@ -85,7 +85,7 @@ def test_one_guard_for_both_onnx_readers(monkeypatch, tmp_path):
     from nhwc_onnx import safe_io
     from nhwc_onnx.errors import ModelLoadError
     from nhwc_onnx.frontends.onnx import loader
-    from nhwc_onnx.serialize import load
+    from nhwc_onnx.serialize import load, reader
 
     model = external_dialect(tmp_path, "w.bin", data=weights_file())
     calls = []
@@ -96,7 +96,6 @@ def test_one_guard_for_both_onnx_readers(monkeypatch, tmp_path):
 
     monkeypatch.setattr(safe_io, "external_span", refuse)
     monkeypatch.setattr(loader, "external_span", refuse, raising=True)
-    import nhwc_onnx.serialize.reader as reader
     monkeypatch.setattr(reader, "external_span", refuse, raising=True)
     for read in (load, lambda p: loader.read_model(str(p), {})):
         with pytest.raises(ModelLoadError, match="planted refusal"):
