@@ -31,6 +31,18 @@ from ..errors import (
 
 N = TypeVar("N")
 
+# Largest source graph converted (nodes, Caffe layers, inlined function bodies included).
+# Conversion is linear but costs about a millisecond per node: bigger inputs are refused up
+# front, before the heavy work, instead of running for many minutes (README: "Limits").
+MAX_SOURCE_NODES = 100_000
+
+
+def check_node_count(count: int, what: str, noun: str = "nodes") -> None:
+    """Refuse a source graph of more than MAX_SOURCE_NODES nodes (``what`` names it)."""
+    if count > MAX_SOURCE_NODES:
+        raise InvalidModelError(f"{what} has {count} {noun}, more than the {MAX_SOURCE_NODES} "
+                                "nhwc-onnx converts; refused")
+
 
 @dataclass
 class FrontendOptions:

@@ -13,8 +13,9 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
-from ...errors import ModelLoadError
+from ...errors import InvalidModelError, ModelLoadError
 from ...safe_io import external_span, read_regular
+from ..base import MAX_SOURCE_NODES, check_node_count
 
 # First bytes of formats people mistake for ONNX: say what the file is instead of "cannot parse".
 _MAX_GRAPH_NESTING = 64  # If/Loop bodies inside bodies; deeper is a corrupt or hostile file
@@ -58,7 +59,46 @@ def parse_model_bytes(data: bytes, label: str = "<bytes>") -> onnx.ModelProto:
     if not model.graph.node and not model.graph.output:
         raise ModelLoadError(f"'{label}' holds an empty ONNX graph")
     _check_text(model, label)
+    _check_expanded_size(model, label)
     return model
+
+
+def _check_expanded_size(model: onnx.ModelProto, label: str) -> None:
+    """Refuse a graph that, with its model-local functions expanded, exceeds MAX_SOURCE_NODES:
+    functions calling the next level twice grow exponentially, and ONNX's shape inference
+    would expand them (for minutes) before any converter sees the model. Counted statically
+    from the call graph."""
+    functions = {(f.domain, f.name): f for f in model.functions}
+    if not functions:
+        check_node_count(len(model.graph.node), f"'{label}'")
+        return
+    sizes: dict[tuple[str, str], int] = {}
+
+    def expanded(key: tuple[str, str], depth: int) -> int:
+        if key in sizes:
+            return sizes[key]
+        if depth > _MAX_GRAPH_NESTING:
+            raise ModelLoadError(f"'{label}': model-local function '{key[1]}' calls functions "
+                                 f"more than {_MAX_GRAPH_NESTING} deep (or itself)")
+        size = sum(expanded((n.domain, n.op_type), depth + 1)
+                   if (n.domain, n.op_type) in functions else 1
+                   for n in functions[key].node)
+        sizes[key] = size
+        return size
+
+    total, biggest = 0, (0, "", "")
+    for node in model.graph.node:
+        key = (node.domain, node.op_type)
+        size = expanded(key, 1) if key in functions else 1
+        total += size
+        biggest = max(biggest, (size, node.op_type, node.name))
+    if total > MAX_SOURCE_NODES:
+        size, name, caller = biggest
+        raise InvalidModelError(
+            f"'{label}': model-local function '{name}' (called by node '{caller}') expands to "
+            f"{size} nodes; the graph would have {total}, more than the {MAX_SOURCE_NODES} "
+            "nhwc-onnx converts (functions that each call the next level several times grow "
+            "exponentially); refused")
 
 
 def _check_text(model: onnx.ModelProto, label: str) -> None:

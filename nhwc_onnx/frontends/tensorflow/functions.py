@@ -8,11 +8,16 @@ single output arg (possibly a list) for almost every op, the table below for the
 from __future__ import annotations
 
 from ...errors import InvalidModelError
+from ..base import MAX_SOURCE_NODES
 from .tfnodes import Ref, TFNode
 
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 IF_OPS = ("If", "StatelessIf")  # inlined when the predicate (input 0) is a constant
 MAX_DEPTH = 32
+# Nodes the graph may have once calls are inlined. Functions calling the next level twice grow
+# exponentially (20 levels of a 5 KB file: a million copies); the expanded size is counted
+# from the call graph before anything is copied.
+MAX_INLINED_NODES = MAX_SOURCE_NODES
 
 # Ops with several output args: their names in order (each arg one tensor).
 _MULTI_OUTPUT_ARGS = {
@@ -46,6 +51,7 @@ class Inliner:
     def expand(self, nodes: list[TFNode]) -> list[TFNode]:
         if not self.functions:
             return nodes
+        self._check_expanded_size(nodes)
         out: list[TFNode] = []
         for node in nodes:
             if self.is_call(node):
@@ -53,6 +59,60 @@ class Inliner:
             else:
                 out.append(node)
         return out
+
+    def _check_expanded_size(self, nodes: list[TFNode]) -> None:
+        """Refuse before inlining when the calls would expand past MAX_INLINED_NODES (an upper
+        bound: an If with a constant predicate counts its larger branch)."""
+        sizes: dict[str, int] = {}
+        total, biggest = 0, None
+        for node in nodes:
+            callees = self._static_callees(node.op, node.attrs.raw)
+            if not callees or (node.op in IF_OPS and not self.is_call(node)):
+                total += 1
+                continue
+            size, name = max((self._expanded_size(f, sizes, 1, node.name), f) for f in callees)
+            total += size
+            if biggest is None or size > biggest[0]:
+                biggest = (size, name, node.name)
+            if total > MAX_INLINED_NODES:
+                break
+        if total > MAX_INLINED_NODES:
+            size, name, caller = biggest
+            raise InvalidModelError(
+                f"function '{name}' (called by node '{caller}') expands to {size} nodes when "
+                f"its calls are inlined; the graph would have {total} or more, more than the "
+                f"{MAX_INLINED_NODES} nhwc-onnx converts (calls that each call the next level "
+                "several times grow exponentially); refused")
+
+    def _static_callees(self, op: str, raw_attr) -> list[str]:
+        """The library functions a node (graph or body) calls, whatever its predicate."""
+        keys = ("f",) if op in CALL_OPS else ("then_branch", "else_branch") if op in IF_OPS \
+            else ()
+        if op in self.functions:
+            return [op]
+        names = []
+        for key in keys:
+            attr = raw_attr(key)
+            if attr is not None and attr.WhichOneof("value") == "func" \
+                    and attr.func.name in self.functions:
+                names.append(attr.func.name)
+        return names
+
+    def _expanded_size(self, fname: str, sizes: dict[str, int], depth: int, caller: str) -> int:
+        """Nodes one call of ``fname`` becomes, calls inside it expanded (memoized)."""
+        if fname in sizes:
+            return sizes[fname]
+        if depth > MAX_DEPTH:
+            raise InvalidModelError(
+                f"function calls nest deeper than {MAX_DEPTH} at '{caller}' (function "
+                f"'{fname}'; a function that calls itself cannot be inlined)")
+        size = 0
+        for body in self.functions[fname].node_def:
+            callees = self._static_callees(body.op, lambda k, b=body: b.attr.get(k))
+            size += max((self._expanded_size(f, sizes, depth + 1, caller) for f in callees),
+                        default=1)
+        sizes[fname] = size
+        return size
 
     def resolve(self, ref: Ref) -> Ref:
         seen = 0

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...errors import InvalidModelError, NodeProblem, UnsupportedOpError
+from ..base import check_node_count
 from .functions import Inliner
 from .patterns import fuse_atrous
 from .proto import tf_graph_pb2
@@ -37,6 +38,7 @@ def tensor_ref(text: str) -> Ref:
 
 
 def build_nodes(graph_def, buffer=None, stops: set[str] | None = None) -> list[TFNode]:
+    check_node_count(len(graph_def.node), "the GraphDef")
     nodes = [TFNode.from_proto(n, buffer=buffer) for n in graph_def.node]
     top = {n.name: n for n in nodes}
     inliner = Inliner(graph_def.library,
