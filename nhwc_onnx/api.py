@@ -138,7 +138,8 @@ def convert(
     if output is not None:
         out = Path(output)
         inputs = [src] + ([Path(options.weights)] if options.weights not in (None, "random") else [])
-        if any(_same_file(out, p) or out.resolve() == p.resolve() for p in inputs):
+        # realpath, not Path.resolve: a symlink loop is the loader's "cannot read", not a crash
+        if any(_same_file(out, p) or os.path.realpath(out) == os.path.realpath(p) for p in inputs):
             raise OutputPathError(f"{out}: the output would overwrite the input; choose another path")
         _check_output_folder(out)
     report = ConversionReport(source=str(src), framework=fw, output=str(output) if output else None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from ...errors import ModelLoadError
 from ...ir import Model
 from ...safe_io import stat_regular
 from ..base import FrontendOptions
@@ -23,6 +24,11 @@ def load(path: str | os.PathLike, options: FrontendOptions | None = None) -> Mod
 
         if not os.path.isdir(text):
             stat_regular(text, text)  # TensorFlow would block on a FIFO or read a device forever
+        elif not any(os.path.isfile(os.path.join(text, name))
+                     for name in ("saved_model.pb", "saved_model.pbtxt")):
+            # said before importing TensorFlow (seconds) for a folder that cannot be one
+            raise ModelLoadError(f"{text}: a directory without saved_model.pb is not a "
+                                 "SavedModel")
 
         graph_def, buffer, label, options = load_frozen(text, options)
         return convert_graphdef(graph_def, options, label, buffer)
