@@ -130,7 +130,8 @@ def _run_source(fw, source, options, src_feeds, names, fetch_names) -> dict[str,
         weights = _random_caffemodel(source, options)
     feed_src = {names.get(k, k): v for k, v in src_feeds.items()}
     fetch_src = [names.get(k, k) for k in fetch_names]
-    out = run_source(fw, str(source), feed_src, fetch_src, weights=weights)
+    out = run_source(fw, str(source), feed_src, fetch_src, weights=weights,
+                     signature=options.signature)
     return {k: out[names.get(k, k)] for k in fetch_names}
 
 

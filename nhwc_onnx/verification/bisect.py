@@ -16,7 +16,8 @@ from .compare import compare, to_converted_layout, to_source_layout
 NCHW_SOURCES = ("caffe", "onnx")
 
 
-def source_tensor_names(fw: str, source: str, weights: str | None = None) -> set[str]:
+def source_tensor_names(fw: str, source: str, weights: str | None = None,
+                        signature: str = "serving_default") -> set[str]:
     """Names the source runtime can fetch."""
     if fw == "onnx":
         import onnx
@@ -24,10 +25,9 @@ def source_tensor_names(fw: str, source: str, weights: str | None = None) -> set
         m = onnx.load(source, load_external_data=False)
         return {o for n in m.graph.node for o in n.output if o}
     if fw == "tf":
-        from ..frontends.tensorflow import loader
+        from .runners import tensorflow_graph_def
 
-        graph_def = loader.read_graph_def(source)
-        return {n.name for n in graph_def.node}
+        return {n.name for n in tensorflow_graph_def(source, signature).node}
     if fw == "caffe":
         import cv2
 
@@ -45,7 +45,7 @@ def first_divergence(fw, source, options, model: Model, src_feeds, perms, names,
         from . import _random_caffemodel
 
         weights = _random_caffemodel(source, options)
-    fetchable = source_tensor_names(fw, str(Path(source)), weights)
+    fetchable = source_tensor_names(fw, str(Path(source)), weights, options.signature)
     graph = model.graph
     graph.toposort()
     candidates = []

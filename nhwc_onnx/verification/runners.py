@@ -19,11 +19,12 @@ def run_source(
     feeds: Mapping[str, np.ndarray],
     fetches: Sequence[str],
     weights: str | None = None,
+    signature: str = "serving_default",
 ) -> dict[str, np.ndarray]:
     if framework == "onnx":
         return run_onnx(path, feeds, fetches)
     if framework == "tf":
-        return run_tensorflow(path, feeds, fetches)
+        return run_tensorflow(path, feeds, fetches, signature)
     if framework == "caffe":
         return run_caffe(path, weights, feeds, fetches)
     raise ModelLoadError(f"no source runtime for framework '{framework}'")
@@ -55,14 +56,56 @@ def _tensor_name(name: str) -> str:
     return name if ":" in name else f"{name}:0"
 
 
-def run_tensorflow(path: str, feeds: Mapping[str, np.ndarray], fetches: Sequence[str]) -> dict:
+def _import_tensorflow():
     try:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # its kernels have wrong strided convs
         import tensorflow as tf
     except ImportError as exc:
         raise MissingDependencyError("tensorflow-cpu", "tf", "verifying a TensorFlow source") from exc
-    graph_def = _frozen_graph_def(path)
+    return tf
+
+
+def is_graphdef_file(path: str) -> bool:
+    p = Path(path)
+    return p.suffix.lower() in (".pb", ".pbtxt") and p.is_file()
+
+
+def run_tensorflow(path: str, feeds: Mapping[str, np.ndarray], fetches: Sequence[str],
+                   signature: str = "serving_default") -> dict:
+    """A .pb runs as TensorFlow imports the file's own bytes. A Keras file runs as the loaded
+    model called with training=False and a SavedModel as its signature; only intermediate
+    tensors (asked for by bisect) come from the graph TensorFlow itself freezes."""
+    tf = _import_tensorflow()
+    if is_graphdef_file(path):
+        return _run_graph_def(tf, tensorflow_graph_def(path, signature), feeds, fetches)
+    reference = _callable_reference(tf, path, signature)
+    if all(_tensor_name(f) in reference.output_names for f in fetches):
+        results = reference.run(feeds)
+        return {f: results[_tensor_name(f)] for f in fetches}
+    return _run_graph_def(tf, reference.frozen_graph_def(), feeds, fetches)
+
+
+def tensorflow_graph_def(path: str, signature: str = "serving_default"):
+    """TensorFlow's own GraphDef of the source: parsed by TensorFlow from the file's bytes for a
+    .pb/.pbtxt, frozen by TensorFlow for a Keras file or SavedModel (never the converter's
+    parse, which moves large weights out of the message)."""
+    tf = _import_tensorflow()
+    if not is_graphdef_file(path):
+        return _callable_reference(tf, path, signature).frozen_graph_def()
+    p = Path(path)
+    graph_def = tf.compat.v1.GraphDef()
+    data = p.read_bytes()
+    if p.suffix.lower() == ".pbtxt":
+        from google.protobuf import text_format
+
+        text_format.Parse(data.decode("utf-8"), graph_def)
+    else:
+        graph_def.ParseFromString(data)
+    return graph_def
+
+
+def _run_graph_def(tf, graph_def, feeds: Mapping[str, np.ndarray], fetches: Sequence[str]):
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.import_graph_def(graph_def, name="")
@@ -72,28 +115,77 @@ def run_tensorflow(path: str, feeds: Mapping[str, np.ndarray], fetches: Sequence
     return dict(zip(fetches, results))
 
 
-def _frozen_graph_def(path: str):
-    """The source as a frozen GraphDef (the TF frontend freezes SavedModel and Keras files)."""
-    import tensorflow as tf
+class _CallableReference:
+    """A Keras model or a SavedModel signature, with the graph tensor names the converter saw:
+    inputs are the concrete function's placeholders, outputs its flattened results."""
 
-    p = Path(path)
-    if p.suffix.lower() in (".pb", ".pbtxt") and p.is_file():
-        graph_def = tf.compat.v1.GraphDef()
-        data = p.read_bytes()
-        if p.suffix.lower() == ".pbtxt":
-            from google.protobuf import text_format
+    def __init__(self, tf, function, call, owner):
+        self._tf = tf
+        self._owner = owner  # a signature stops working once its loaded SavedModel is freed
+        self._function = function
+        self._call = call  # the source's own callable: flat input tensors -> nested outputs
+        specs = tf.nest.flatten(function.structured_input_signature)
+        self.input_names = [t.name for t in function.inputs[:len(specs)]]
+        self.output_names = [t.name for t in function.outputs]
+        self._frozen = None
 
-            text_format.Parse(data.decode("utf-8"), graph_def)
-        else:
-            graph_def.ParseFromString(data)
-        return graph_def
-    from ..frontends.base import FrontendOptions
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        given = {_tensor_name(k): v for k, v in feeds.items()}
+        unknown = sorted(set(given) - set(self.input_names))
+        missing = [n for n in self.input_names if n not in given]
+        if unknown or missing:
+            raise ModelLoadError(
+                f"the source's inputs are {', '.join(self.input_names)}; the converted model "
+                f"feeds {', '.join(sorted(given))} (was it converted from another source?)")
+        flat = self._tf.nest.flatten(self._call([self._tf.constant(given[n])
+                                                 for n in self.input_names]),
+                                     expand_composites=True)
+        flat = [t for t in flat if t is not None]
+        if len(flat) != len(self.output_names):
+            raise ModelLoadError(f"the source returned {len(flat)} outputs, its graph has "
+                                 f"{len(self.output_names)}; cannot pair them by name")
+        return {name: np.asarray(t) for name, t in zip(self.output_names, flat)}
+
+    def frozen_graph_def(self):
+        if self._frozen is None:
+            from tensorflow.python.framework.convert_to_constants import (
+                convert_variables_to_constants_v2,
+            )
+
+            self._frozen = convert_variables_to_constants_v2(self._function).graph.as_graph_def()
+        return self._frozen
+
+
+_REFERENCES: dict[tuple, _CallableReference] = {}
+
+
+def _callable_reference(tf, path: str, signature: str) -> _CallableReference:
     from ..frontends.tensorflow import savedmodel
 
-    ours, _buffer, _label, _options = savedmodel.load_frozen(str(p), FrontendOptions())
-    graph_def = tf.compat.v1.GraphDef()
-    graph_def.ParseFromString(ours.SerializeToString())
-    return graph_def
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise ModelLoadError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    key = (os.path.abspath(path), signature, stat.st_mtime_ns, stat.st_size)
+    if key in _REFERENCES:
+        return _REFERENCES[key]
+    with savedmodel._quiet_native_stderr():
+        if os.path.isdir(path):
+            function, owner = savedmodel._saved_model_function(tf, path, signature)
+
+            def call(xs):
+                args, kwargs = tf.nest.pack_sequence_as(function.structured_input_signature, xs)
+                return function(*args, **kwargs)
+        else:
+            function, owner = savedmodel._keras_function(tf, path)
+
+            def call(xs):
+                return owner(xs[0] if len(xs) == 1 else list(xs), training=False)
+
+        reference = _CallableReference(tf, function, call, owner)
+    _REFERENCES.clear()  # keep one model alive at a time
+    _REFERENCES[key] = reference
+    return reference
 
 
 def run_caffe(
