@@ -92,3 +92,44 @@ def test_keras_file_is_verified_against_tensorflow(tmp_path):
     assert report.ok, report.to_dict()
     assert report.outputs[0].source_shape == [1, 5]
     assert result.report.framework == "tf"
+
+
+def _two_output_net(path):
+    """x -> conv_a -> ya and x -> conv_b -> yb: two outputs with independent weights."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(15)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), n)
+             for n in ("wa", "wb")]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "wa"], ["ya"], name="conv_a", pads=[1, 1, 1, 1]),
+         helper.make_node("Conv", ["x", "wb"], ["yb"], name="conv_b", pads=[1, 1, 1, 1])],
+        "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 7, 5])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("ya", "yb")], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_one_wrong_output_of_two_makes_the_verdict_a_mismatch(tmp_path):
+    from click.testing import CliRunner
+
+    from nhwc_onnx.cli import cli
+    from nhwc_onnx.serialize import save
+
+    src = _two_output_net(tmp_path / "two.onnx")
+    result = nhwc_onnx.convert(src, None)
+    good = nhwc_onnx.verify(src, result.model)
+    assert good.ok and [c.within for c in good.outputs] == [True, True]
+    conv_b = next(n for n in result.model.graph.nodes if n.name == "conv_b")
+    weight = conv_b.inputs[1]
+    weight.set_const(weight.const * np.float32(1.01))
+    report = nhwc_onnx.verify(src, result.model)
+    assert {c.name: c.within for c in report.outputs} == {"ya": True, "yb": False}
+    assert report.ok is False and report.to_dict()["ok"] is False
+    out = save(result.model, tmp_path / "two.nhwc.onnx")
+    cli_result = CliRunner().invoke(cli, ["verify", str(src), str(out)])
+    assert cli_result.exit_code == 3, cli_result.output
+    assert "MISMATCH" in cli_result.output
