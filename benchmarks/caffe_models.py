@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from nhwc_onnx.schemas.core.spatial_math import axis_plan
+
 CAFFE_PROTOTXTS = {
     "caffe_resnet50": ("resnet50", "ResNet-50-deploy.prototxt"),
     "caffe_vgg16": ("vgg16", "VGG_ILSVRC_16_layers_deploy.prototxt"),
@@ -119,7 +121,10 @@ def blob_shapes(net) -> list[tuple[str, str, list[tuple[tuple[int, ...], str]]]]
                 kh, kw = _pair(p.kernel_size, p.kernel_h, p.kernel_w, 1)
                 sh, sw = _pair(p.stride, p.stride_h, p.stride_w, 1)
                 ph, pw = _pair(p.pad, p.pad_h, p.pad_w, 0)
-                top = (n, c, _caffe_pool_size(h, kh, sh, ph), _caffe_pool_size(w, kw, sw, pw))
+                ceil = p.round_mode == p.CEIL and p.ceil_mode
+                # the core ops' rule, which the Caffe frontend sizes its pools with
+                top = (n, c, axis_plan(h, kh, sh, 1, ph, ph, "NOTSET", int(ceil))[0],
+                       axis_plan(w, kw, sw, 1, pw, pw, "NOTSET", int(ceil))[0])
         elif layer.type == "InnerProduct":
             p = layer.inner_product_param
             fan_in = math.prod(shapes[layer.bottom[0]][1:])
@@ -143,14 +148,6 @@ def blob_shapes(net) -> list[tuple[str, str, list[tuple[tuple[int, ...], str]]]]
             shapes[name] = tuple(top)
         if blobs:
             out.append((layer.name, layer.type, blobs))
-    return out
-
-
-def _caffe_pool_size(size: int, k: int, s: int, pad: int) -> int:
-    """Caffe rounds pooling output up, then drops a last window that starts in the padding."""
-    out = -(-(size + 2 * pad - k) // s) + 1
-    if pad and (out - 1) * s >= size + pad:
-        out -= 1
     return out
 
 
