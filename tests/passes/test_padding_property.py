@@ -6,6 +6,8 @@ answer. Conventions: ONNX (explicit pads, ceil_mode, count_include_pad, auto_pad
 input + pad), TensorFlow (SAME / VALID, explicit Pad before a VALID conv)."""
 from __future__ import annotations
 
+from collections import Counter
+
 from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
@@ -148,32 +150,42 @@ def test_onnx_pool_exact_or_refused(kind, h, w, ceil_mode, cip, auto_pad, relu, 
         assert converted, "TF SAME / VALID pooling must always convert"
 
 
-@SETTINGS
-@given(kind=st.sampled_from(["max", "avg"]), h=st.tuples(st.integers(1, 9), st.integers(1, 4),
-       st.integers(1, 3), st.integers(0, 2)), w=st.tuples(st.integers(1, 9), st.integers(1, 4),
-       st.integers(1, 3), st.integers(0, 2)), relu=st.booleans())
-@example(kind="max", h=(7, 3, 2, 0), w=(6, 3, 2, 0), relu=False)  # GoogLeNet-style, odd/even
-@example(kind="avg", h=(6, 3, 2, 1), w=(5, 3, 2, 1), relu=False)
-def test_caffe_pool_exact_or_refused(kind, h, w, relu):
+def test_caffe_pool_exact_or_refused():
     """Caffe: pads p on both sides, ceil rounding, AVE divides by the window clipped to
-    input + pad (count_include_pad 1)."""
-    outs = []
-    for i, k, s, p in (h, w):
-        assume(p < k and i + 2 * p >= k)
-        o = caffe_pool_out(i, k, s, p)
-        # Caffe keeps a last window starting past the input when pad is 0 (an empty window):
-        # the core op's rule drops it; such models are degenerate and not sampled.
-        assume(o == onnx_pool_out(i, k, s, 1, p, p, 1))
-        outs.append(o)
-    b = Builder((N, h[0], w[0], C))
-    src = b.op("Relu", [b.x], (N, h[0], w[0], C)) if relu else b.x
-    op = "MaxPool" if kind == "max" else "AveragePool"
-    extra = {"count_include_pad": 1} if kind == "avg" else {}
-    y = b.op(op, [src], (N, *outs, C), kernel_shape=[h[1], w[1]], strides=[h[2], w[2]],
-             pads=[h[3], w[3], h[3], w[3]], ceil_mode=1, data_format="NHWC", **extra)
-    model = b.model(y)
-    plans = [(h[3], h[3]), (w[3], w[3])]
-    _check_pool(kind, h, w, model, outs, plans, 1, relu)
+    input + pad (count_include_pad 1). Every such pool has an exact dialect form."""
+    outcomes = Counter()
+
+    @SETTINGS
+    @given(kind=st.sampled_from(["max", "avg"]), h=st.tuples(st.integers(1, 9), st.integers(1, 4),
+           st.integers(1, 3), st.integers(0, 2)), w=st.tuples(st.integers(1, 9),
+           st.integers(1, 4), st.integers(1, 3), st.integers(0, 2)), relu=st.booleans())
+    @example(kind="max", h=(7, 3, 2, 0), w=(6, 3, 2, 0), relu=False)  # GoogLeNet-style, odd/even
+    @example(kind="avg", h=(6, 3, 2, 1), w=(5, 3, 2, 1), relu=False)
+    def case(kind, h, w, relu):
+        outs = []
+        for i, k, s, p in (h, w):
+            assume(p < k and i + 2 * p >= k)
+            o = caffe_pool_out(i, k, s, p)
+            # Caffe keeps a last window starting past the input when pad is 0 (an empty
+            # window): the core op's rule drops it; such models are degenerate, not sampled.
+            assume(o == onnx_pool_out(i, k, s, 1, p, p, 1))
+            outs.append(o)
+        b = Builder((N, h[0], w[0], C))
+        src = b.op("Relu", [b.x], (N, h[0], w[0], C)) if relu else b.x
+        op = "MaxPool" if kind == "max" else "AveragePool"
+        extra = {"count_include_pad": 1} if kind == "avg" else {}
+        y = b.op(op, [src], (N, *outs, C), kernel_shape=[h[1], w[1]], strides=[h[2], w[2]],
+                 pads=[h[3], w[3], h[3], w[3]], ceil_mode=1, data_format="NHWC", **extra)
+        model = b.model(y)
+        plans = [(h[3], h[3]), (w[3], w[3])]
+        outcomes[kind, _check_pool(kind, h, w, model, outs, plans, 1, relu)] += 1
+
+    case()
+    # Refusing everything would pass the exactness checks: count what converted. MAX pools
+    # always have an exact form; some AVE pools (the divisor changes at the clipped end) are
+    # refused without --approximate-padding (typically 10-20 of ~20-30 convert).
+    assert outcomes["max", False] == 0, dict(outcomes)
+    assert outcomes["max", True] >= 5 and outcomes["avg", True] >= 5, dict(outcomes)
 
 
 @SETTINGS

@@ -1,6 +1,8 @@
 """Random NCHW op chains: the pass either keeps the numbers exactly or refuses, never a wrong graph."""
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -74,9 +76,22 @@ def _apply(g: Graph, x: Value, shape: list[int], op: str, draw, rng) -> tuple[Va
     return node.output, shape
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_random_chains_are_exact_or_refused(data):
+def test_random_chains_are_exact_or_refused():
+    outcomes = Counter()
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.data())
+    def case(data):
+        outcomes[_chain_case(data)] += 1
+
+    case()
+    # Refusing everything would pass the exactness check alone; measured: all 40 convert.
+    assert outcomes[True] >= 30, dict(outcomes)
+
+
+def _chain_case(data) -> bool:
+    """Build one random chain, run the pass; True when it converted (exactly), False when
+    it was refused."""
     ops = data.draw(st.lists(st.sampled_from(OPS), min_size=1, max_size=5))
     dense = data.draw(st.booleans())
     seed = data.draw(st.integers(0, 1000))
@@ -107,6 +122,8 @@ def test_random_chains_are_exact_or_refused(data):
         run_pass_and_compare(build, feeds, [ToNHWC()], PassContext())
     except UnsupportedOpError as err:
         assert all(p.rule == "layout" and p.node for p in err.problems)
+        return False
+    return True
 
 
 class _Recorder:

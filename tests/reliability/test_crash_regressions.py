@@ -208,7 +208,22 @@ def test_every_reproduction_is_covered_by_a_test():
     assert [name for name in named if name not in text] == []
 
 
-def test_reproductions_run_in_process(tmp_path):
-    # The runner itself works (a regression test that cannot run would xfail for nothing).
-    outcome = run("onnx_conv_two_outputs", tmp_path)
-    assert outcome["outcome"] != "converted" and outcome["seconds"] >= 0
+def test_reproductions_run_in_process(tmp_path, monkeypatch):
+    # The runner itself works (a regression test that cannot run would xfail for nothing):
+    # it reports the exception type and message of a refused input, and "converted" for a
+    # valid model run the same way.
+    for sub in ("bad", "bad_in_process", "good"):
+        (tmp_path / sub).mkdir()
+    outcome = run("onnx_conv_two_outputs", tmp_path / "bad")
+    expected = _in_process("onnx_conv_two_outputs", tmp_path / "bad_in_process")
+    assert outcome["outcome"] == type(expected).__name__, outcome
+    assert outcome["outcome"] in _project_error_names() - {"ConversionBugError"}, outcome
+    assert outcome["message"] and outcome["message"] == str(expected).splitlines()[0][:300]
+    from nhwc_onnx.frontends.base import FrontendOptions
+
+    monkeypatch.setitem(REPROS, "valid_onnx", lambda folder: (
+        write_source(folder, "onnx")[0], "onnx", FrontendOptions()))
+    good = run("valid_onnx", tmp_path / "good")
+    assert good["outcome"] == "converted" and good["message"] == "", good
+    assert (tmp_path / "good" / "out" / "model.nhwc.onnx").stat().st_size > 0
+    assert good["peak_mb"] > 0

@@ -24,17 +24,27 @@ TEXT = net(
 CASES = 300
 
 
-def _outcome(proto: Path, weights: str) -> None:
+def _outcome(proto: Path, weights: str) -> bool:
+    """True when the mutated net converted; False when the frontend refused it."""
     try:
         load(proto, FrontendOptions(weights=weights))
     except NhwcOnnxError as e:
         assert str(e).strip(), "an error without a message"
+        return False
+    return True
+
+
+def test_the_unmutated_net_converts(tmp_path):
+    proto = tmp_path / "f.prototxt"
+    proto.write_text(TEXT)
+    assert _outcome(proto, "random")
 
 
 def test_mutated_prototxt(tmp_path):
     rng = np.random.default_rng(2024)
     proto = tmp_path / "f.prototxt"
     alphabet = list('{}:"\n #-0123456789abcdefghijklmnopqrstuvwxyz_.')
+    converted = 0
     for _ in range(CASES):
         text = list(TEXT)
         for _ in range(int(rng.integers(1, 4))):
@@ -47,7 +57,9 @@ def test_mutated_prototxt(tmp_path):
             else:
                 text.insert(i, str(rng.choice(alphabet)))
         proto.write_text("".join(text))
-        _outcome(proto, "random")
+        converted += _outcome(proto, "random")
+    # measured: 13 of 300 still convert (a refusal of everything would pass without this)
+    assert converted >= 6
 
 
 def test_mutated_caffemodel(tmp_path):
@@ -58,6 +70,7 @@ def test_mutated_caffemodel(tmp_path):
     write_caffemodel(weights, [(name, "", b) for name, b in blobs.items()])
     good = weights.read_bytes()
     rng = np.random.default_rng(7)
+    converted = 0
     for _ in range(CASES):
         data = bytearray(good)
         for _ in range(int(rng.integers(1, 6))):
@@ -70,4 +83,5 @@ def test_mutated_caffemodel(tmp_path):
             else:
                 data[i:i] = rng.integers(0, 256, int(rng.integers(1, 9)), dtype=np.uint8).tobytes()
         weights.write_bytes(bytes(data))
-        _outcome(proto, str(weights))
+        converted += _outcome(proto, str(weights))
+    assert converted >= 12  # measured: 25 of 300 still convert
