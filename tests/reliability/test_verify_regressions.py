@@ -1,4 +1,5 @@
-"""verify and verify --bisect through the CLI, for every source format (issue 18, #12 and #13).
+"""verify and verify --bisect for every source format (issue 18, #12 and #13): through the CLI
+in-process, and the two regressions once more as real processes.
 
 The TensorFlow model is the one of the issue: Input(19,23,3) -> Conv2D(32,3,same) -> BatchNorm
 -> ReLU -> Conv2D(64,3,s2) -> GlobalAveragePooling2D -> Dense(10), random weights, saved as
@@ -15,6 +16,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+from rel_limits import run_limited
 
 from nhwc_onnx.serialize import load, save
 
@@ -63,14 +66,8 @@ def _save_all(tf, model, folder: Path) -> dict[str, Path]:
 
 
 @pytest.fixture
-def invoke():
-    """The CLI in-process; returns click's Result (stdout and stderr apart)."""
-    from click.testing import CliRunner
-
-    from nhwc_onnx.cli import cli
-
-    runner = CliRunner()
-    return lambda *args: runner.invoke(cli, [str(a) for a in args])
+def invoke(run_cli):
+    return run_cli
 
 
 @pytest.fixture(scope="module")
@@ -266,3 +263,30 @@ def test_verify_pairs_several_inputs_and_outputs_by_name(invoke, tmp_path, fmt):
     assert bad.exit_code == 3, bad.output + bad.stderr
     outputs = json.loads(bad.output)["outputs"]
     assert sorted(o["within"] for o in outputs) == [False, True]
+
+
+# -- the same regressions as real processes (the internal error of #12 ended the process) -------
+
+
+@pytest.mark.parametrize("fmt", ["keras", "savedmodel"])
+def test_process_convert_verify_of_a_keras_or_savedmodel_source_matches(tf_sources, tmp_path,
+                                                                        fmt):
+    out = tmp_path / "out.onnx"
+    proc = run_limited(["-m", "nhwc_onnx.cli", "convert", str(tf_sources[fmt]), "-o", str(out),
+                        "--verify"], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "verification: MATCH" in proc.stdout
+    assert out.is_file()
+
+
+def test_process_verify_bisect_on_a_pb_names_the_corrupted_node(tf_sources, converted,
+                                                                tmp_path):
+    out = tmp_path / "bad.onnx"
+    out.write_bytes(converted["pb"].read_bytes())
+    node = next(n.name for n in load(out).graph.nodes if n.op == "Conv" and "conv_b" in n.name)
+    _corrupt(out, node)
+    proc = run_limited(["-m", "nhwc_onnx.cli", "verify", str(tf_sources["pb"]), str(out),
+                        "--bisect"], timeout=300)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert f"first divergence: node '{node}'" in proc.stdout
+    assert "internal error" not in proc.stdout + proc.stderr
