@@ -67,8 +67,10 @@ def _import_tensorflow():
 
 
 def is_graphdef_file(path: str) -> bool:
-    p = Path(path)
-    return p.suffix.lower() in (".pb", ".pbtxt") and p.is_file()
+    """What the TensorFlow frontend reads as a GraphDef (not a SavedModel or Keras file)."""
+    from ..frontends.tensorflow import KERAS_SUFFIXES
+
+    return not os.path.isdir(path) and not str(path).lower().endswith(KERAS_SUFFIXES)
 
 
 def run_tensorflow(path: str, feeds: Mapping[str, np.ndarray], fetches: Sequence[str],
@@ -93,15 +95,21 @@ def tensorflow_graph_def(path: str, signature: str = "serving_default"):
     tf = _import_tensorflow()
     if not is_graphdef_file(path):
         return _callable_reference(tf, path, signature).frozen_graph_def()
-    p = Path(path)
-    graph_def = tf.compat.v1.GraphDef()
-    data = p.read_bytes()
-    if p.suffix.lower() == ".pbtxt":
-        from google.protobuf import text_format
+    from google.protobuf import text_format
+    from google.protobuf.message import DecodeError
 
+    graph_def = tf.compat.v1.GraphDef()
+    data = Path(path).read_bytes()
+    if not str(path).lower().endswith(".pbtxt"):
+        try:
+            graph_def.ParseFromString(data)
+            return graph_def
+        except DecodeError:
+            graph_def.Clear()  # a text GraphDef under another name: the frontend reads those too
+    try:
         text_format.Parse(data.decode("utf-8"), graph_def)
-    else:
-        graph_def.ParseFromString(data)
+    except (UnicodeDecodeError, text_format.ParseError) as exc:
+        raise ModelLoadError(f"{path}: TensorFlow cannot read it as a GraphDef ({exc})") from None
     return graph_def
 
 
