@@ -164,19 +164,10 @@ class _CallableReference:
         return self._frozen
 
 
-_REFERENCES: dict[tuple, _CallableReference] = {}
-
-
 def _callable_reference(tf, path: str, signature: str) -> _CallableReference:
+    """Loaded afresh on each call: a cached model could outlive edits to its files."""
     from ..frontends.tensorflow import savedmodel
 
-    try:
-        stat = os.stat(path)
-    except OSError as exc:
-        raise ModelLoadError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-    key = (os.path.abspath(path), signature, stat.st_mtime_ns, stat.st_size)
-    if key in _REFERENCES:
-        return _REFERENCES[key]
     with savedmodel._quiet_native_stderr():
         if os.path.isdir(path):
             function, owner = savedmodel._saved_model_function(tf, path, signature)
@@ -190,10 +181,7 @@ def _callable_reference(tf, path: str, signature: str) -> _CallableReference:
             def call(xs):
                 return owner(xs[0] if len(xs) == 1 else list(xs), training=False)
 
-        reference = _CallableReference(tf, function, call, owner)
-    _REFERENCES.clear()  # keep one model alive at a time
-    _REFERENCES[key] = reference
-    return reference
+        return _CallableReference(tf, function, call, owner)
 
 
 def run_caffe(
