@@ -16,7 +16,6 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
 from rel_limits import run_limited
 
 from nhwc_onnx.serialize import load, save
