@@ -5,17 +5,12 @@ models that convert exactly. The rule lives in the core ops' shape arithmetic
 Caffe runtime is the oracle."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import cv2
 import numpy as np
 import pytest
 
 from nhwc_onnx.schemas.core.spatial_math import axis_plan
-
-sys.path.insert(0, str(Path(__file__).parent))
-from caffe_testlib import compare_with_opencv
+from tests.frontends.caffe.caffe_testlib import compare_with_opencv
 
 
 def _opencv_pool_sizes(h: int, w: int, k: int, s: int, pad: int) -> tuple[int, int]:
