@@ -181,11 +181,12 @@ def test_caffe_pool_exact_or_refused():
         outcomes[kind, _check_pool(kind, h, w, model, outs, plans, 1, relu)] += 1
 
     case()
-    # Refusing everything would pass the exactness checks: count what converted. MAX pools
-    # always have an exact form; some AVE pools (the divisor changes at the clipped end) are
-    # refused without --approximate-padding (typically 10-20 of ~20-30 convert).
-    assert outcomes["max", False] == 0, dict(outcomes)
-    assert outcomes["max", True] >= 5 and outcomes["avg", True] >= 5, dict(outcomes)
+    # Refusing everything would pass the exactness checks: count what converted. Every
+    # sampled Caffe pool converts (AVE pools whose divisor changes at the clipped end convert
+    # through the divisor-ratio map by default); ~40 cases run.
+    assert outcomes["max", False] == outcomes["avg", False] == 0, dict(outcomes)
+    assert outcomes["max", True] + outcomes["avg", True] >= 30, dict(outcomes)
+    assert outcomes["max", True] >= 1 and outcomes["avg", True] >= 1, dict(outcomes)
 
 
 @SETTINGS
