@@ -7,8 +7,6 @@ bug in nhwc-onnx and raises ConversionBugError with every issue.
 """
 from __future__ import annotations
 
-import logging
-
 from ..errors import ConversionBugError
 from ..ir import Model
 from .base import Pass, PassContext, PassManager
@@ -16,9 +14,6 @@ from .cleanup import Cleanup
 from .fold_constants import FoldConstants
 from .static_shapes import StaticShapes
 from .to_nhwc import ToNHWC
-
-log = logging.getLogger("nhwc_onnx.passes")
-
 
 def core_passes() -> list[Pass]:
     """The passes that bring any frontend's core graph to all-NHWC with static shapes."""
@@ -32,32 +27,25 @@ def core_passes() -> list[Pass]:
     ]
 
 
-def _dialect_passes() -> list[Pass] | None:
-    try:
-        from .dialect_pipeline import dialect_passes
-    except ImportError as exc:  # the second half of the pipeline is not installed
-        log.warning("dialect passes unavailable (%s): stopping after static shapes", exc)
-        return None
+def _dialect_passes() -> list[Pass]:
+    # A failing import propagates: skipping these passes would save an unvalidated core model.
+    from .dialect_pipeline import dialect_passes
+
     return dialect_passes()
 
 
 def to_dialect(model: Model, ctx: PassContext | None = None) -> tuple[PassManager, PassContext]:
     """Rewrite ``model`` in place into the dialect; returns the manager (stats) and ctx."""
     ctx = ctx or PassContext()
-    passes = core_passes()
-    dialect = _dialect_passes()
-    if dialect is not None:
-        passes += dialect
-    manager = PassManager(passes)
+    manager = PassManager(core_passes() + _dialect_passes())
     manager.run(model, ctx)
-    if dialect is not None:
-        from ..schemas import validate
+    from ..schemas import validate
 
-        issues = validate(model)
-        if issues:
-            lines = "\n".join(f"  - {i}" for i in issues)
-            raise ConversionBugError(
-                f"the conversion produced an invalid dialect model ({len(issues)} issue(s)); "
-                f"this is a bug in nhwc-onnx:\n{lines}"
-            )
+    issues = validate(model)
+    if issues:
+        lines = "\n".join(f"  - {i}" for i in issues)
+        raise ConversionBugError(
+            f"the conversion produced an invalid dialect model ({len(issues)} issue(s)); "
+            f"this is a bug in nhwc-onnx:\n{lines}"
+        )
     return manager, ctx
