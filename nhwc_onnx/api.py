@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import ModelLoadError, OutputPathError, UnsupportedOpError, ValidationIssue
+from .errors import ModelLoadError, UnsupportedOpError, ValidationIssue
 from .frontends.base import FrontendOptions
 from .ir import Model
+from .outputs import plan_targets
 
 FRAMEWORKS = ("tf", "caffe", "onnx")
 
@@ -100,11 +101,10 @@ def load_source(path: str | os.PathLike, framework: str, options: FrontendOption
     return frontend.load(str(path), options)
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
+def source_files(source: str | os.PathLike, options: FrontendOptions) -> list[Path]:
+    """The files (or SavedModel folder) a conversion reads: never a place to write."""
+    weights = options.weights
+    return [Path(source)] + ([Path(weights)] if weights not in (None, "random") else [])
 
 
 def convert(
@@ -136,12 +136,7 @@ def convert(
     src = Path(source)
     fw = framework or detect_framework(src)
     if output is not None:
-        out = Path(output)
-        inputs = [src] + ([Path(options.weights)] if options.weights not in (None, "random") else [])
-        # realpath, not Path.resolve: a symlink loop is the loader's "cannot read", not a crash
-        if any(_same_file(out, p) or os.path.realpath(out) == os.path.realpath(p) for p in inputs):
-            raise OutputPathError(f"{out}: the output would overwrite the input; choose another path")
-        _check_output_folder(out)
+        plan_targets([("output", Path(output))], source_files(src, options))
     report = ConversionReport(source=str(src), framework=fw, output=str(output) if output else None)
     report.options = _options_dict(options, domain, weights_as_constants, allow_transpose,
                                    approximate_padding)
@@ -226,19 +221,6 @@ def _attach_exact_cut(exc, src: Path, fw: str, options: FrontendOptions, allow_t
                        f"computing it failed ({type(failure).__name__}: {failure})")
     exc.exact_cut = cut
     exc.args = (f"{exc}\n{cut.line()}",)
-
-
-def _check_output_folder(out: Path) -> None:
-    """Fail before the (possibly long) conversion when the output cannot be written."""
-    if out.is_dir():
-        raise OutputPathError(f"{out}: is a directory, expected a file name for the model")
-    folder = out.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise OutputPathError(f"{out}: '{folder}' is not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise OutputPathError(f"{out}: no permission to write in '{folder}'")
 
 
 def _options_dict(options: FrontendOptions, domain, constants, transpose, approx) -> dict:

@@ -4,6 +4,8 @@ One failure never stops the others; the exit code is the worst one seen.
 """
 from __future__ import annotations
 
+import logging
+import os
 import time
 from concurrent import futures
 from dataclasses import dataclass
@@ -12,6 +14,9 @@ from pathlib import Path
 import click
 
 from .errors import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, NhwcOnnxError
+
+log = logging.getLogger("nhwc_onnx.batch")
+REPORT_SUFFIX = ".report.json"  # <report dir>/<output stem>.report.json, one per model
 
 
 @dataclass
@@ -40,8 +45,37 @@ def output_names(sources: list[str], out_dir: Path) -> list[Path]:
     return paths
 
 
-def convert_one(source: str, output: str, framework, options, flags, do_verify, atol, rtol):
-    """Runs in a worker: never raises, returns a BatchOutcome."""
+def report_names(outputs: list[Path], report_dir: Path) -> list[Path]:
+    """<report dir>/<output stem>.report.json: unique because the outputs' stems are, and
+    never an output's name (those end in .onnx)."""
+    return [report_dir / f"{o.stem}{REPORT_SUFFIX}" for o in outputs]
+
+
+def plan(sources, out_dir: Path, report_dir: Path | None, options) -> tuple[list[Path], list]:
+    """Every output (and report) path, checked before anything is converted.
+
+    Raises OutputPathError naming every output that is a source (same inode, or inside a
+    SavedModel folder) or another planned output, or that cannot be written.
+    """
+    from .api import source_files
+    from .outputs import plan_targets
+
+    outputs = output_names(list(sources), out_dir)
+    reports = report_names(outputs, report_dir) if report_dir is not None else []
+    inputs = [f for s in sources for f in source_files(s, options)]
+    plan_targets([("output", o) for o in outputs] + [("report", r) for r in reports], inputs)
+    return outputs, reports or [None] * len(outputs)
+
+
+def worker_count(jobs: int, sources: int) -> int:
+    """min(--jobs, number of sources, usable CPUs): more processes only add start-up cost."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(jobs, sources, cpus or 1))
+
+
+def convert_one(source: str, output: str, framework, options, flags, do_verify, atol, rtol,
+                report_path: str | None = None):
+    """Runs in a worker: never raises (except on a signal), returns a BatchOutcome."""
     from .api import convert, verify
 
     start = time.perf_counter()
@@ -49,13 +83,18 @@ def convert_one(source: str, output: str, framework, options, flags, do_verify, 
         result = convert(source, output, framework=framework, options=options, **flags)
         outcome = BatchOutcome(source, output, "ok", EXIT_OK, 0.0,
                                dialect_nodes=len(result.model.graph))
+        verification = None
         if do_verify:
-            report = verify(source, result.model, framework=result.report.framework,
-                            options=options, atol=atol, rtol=rtol)
-            if not report.ok:
-                worst = max(c.max_rel_error for c in report.outputs)
+            verification = verify(source, result.model, framework=result.report.framework,
+                                  options=options, atol=atol, rtol=rtol)
+            if not verification.ok:
+                worst = max(c.max_rel_error for c in verification.outputs)
                 outcome.status, outcome.exit_code = "mismatch", EXIT_VERIFY_FAILED
                 outcome.message = f"outputs differ (max rel error {worst:.3g})"
+        if report_path is not None:
+            from .cli_convert import write_report
+
+            write_report(Path(report_path), result.report, verification)
     except NhwcOnnxError as exc:
         first = str(exc).splitlines()[0]
         outcome = BatchOutcome(source, output, "failed", exc.exit_code, 0.0, first)
@@ -67,23 +106,22 @@ def convert_one(source: str, output: str, framework, options, flags, do_verify, 
 
 
 def convert_many(sources, out_dir: Path, framework, options, flags, jobs: int, do_verify: bool,
-                 atol: float, rtol: float, quiet: bool = False) -> int:
+                 atol: float, rtol: float, quiet: bool = False,
+                 report_dir: Path | None = None) -> int:
+    outputs, reports = plan(sources, out_dir, report_dir, options)
     out_dir.mkdir(parents=True, exist_ok=True)
-    outputs = output_names(list(sources), out_dir)
-    args = [(str(s), str(o), framework, options, flags, do_verify, atol, rtol)
-            for s, o in zip(sources, outputs)]
+    args = [(str(s), str(o), framework, options, flags, do_verify, atol, rtol,
+             None if r is None else str(r)) for s, o, r in zip(sources, outputs, reports)]
+    workers = worker_count(jobs, len(args))
+    log.info("%d source(s), %d worker process(es) (--jobs %d)", len(args), workers, jobs)
     from .progress import BatchBar, wanted
 
     bar = BatchBar(len(args), wanted(quiet))
     try:
-        if jobs <= 1:
+        if workers <= 1:
             outcomes = [_reported(bar, convert_one(*a)) for a in args]
         else:
-            with futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-                pending = [pool.submit(convert_one, *a) for a in args]
-                for done in futures.as_completed(pending):
-                    _reported(bar, done.result())
-                outcomes = [f.result() for f in pending]
+            outcomes = _in_workers(args, workers, bar)
     finally:
         bar.close()
     if not quiet or any(o.status != "ok" for o in outcomes):
@@ -95,6 +133,26 @@ def _reported(bar, outcome: BatchOutcome) -> BatchOutcome:
     bar.finished(outcome.source, outcome.status, outcome.seconds,
                  outcome.message if outcome.status != "ok" else "")
     return outcome
+
+
+def _in_workers(args: list[tuple], workers: int, bar) -> list[BatchOutcome]:
+    from . import signals
+
+    pool = futures.ProcessPoolExecutor(max_workers=workers, initializer=signals.install)
+    try:
+        pending = [pool.submit(convert_one, *a) for a in args]
+        for done in futures.as_completed(pending):
+            _reported(bar, done.result())
+        outcomes = [f.result() for f in pending]
+    except signals.StoppedBySignal as exc:
+        # Pass the signal on so that each worker removes its temp files, then drop the rest.
+        for process in list(getattr(pool, "_processes", {}).values()):
+            if process.is_alive():
+                os.kill(process.pid, exc.signum)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return outcomes
 
 
 def format_table(outcomes: list[BatchOutcome]) -> str:

@@ -155,12 +155,7 @@ def ops(op_names: tuple[str, ...], framework: str | None) -> None:
     from .schemas import DIALECT_OPS
 
     if framework:
-        registry = frontend_registry(FRAMEWORKS[framework])
-        if registry is None:
-            raise click.ClickException(
-                f"the {FRAMEWORKS[framework]} frontend is not part of this version of nhwc-onnx"
-            )
-        entries = registry.describe()
+        entries = frontend_registry(FRAMEWORKS[framework]).describe()
         click.echo(f"{len(entries)} {FRAMEWORKS[framework]} op(s) supported:")
         for name, doc in entries:
             click.echo(f"  {name:<28} {doc}".rstrip())
@@ -232,7 +227,7 @@ def build_feeds(model, inputs: tuple[str, ...], random_inputs: bool, seed: int) 
     """Graph input name -> array, from NAME=FILE.npy options and (optionally) random data."""
     import numpy as np
 
-    from .errors import ModelLoadError
+    from .npy import load_npy
 
     declared = {v.name: v for v in model.graph.inputs}
     feeds: dict[str, np.ndarray] = {}
@@ -244,10 +239,7 @@ def build_feeds(model, inputs: tuple[str, ...], random_inputs: bool, seed: int) 
             raise click.BadParameter(
                 f"the model has no input {name!r} (inputs: {', '.join(declared)})",
                 param_hint="--input")
-        try:
-            array = np.load(file, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ModelLoadError(f"{file}: cannot be read as a .npy array ({exc})") from exc
+        array = load_npy(file)
         _check_feed(declared[name], array, file)
         feeds[name] = array
     rng = np.random.default_rng(seed)
@@ -326,7 +318,14 @@ _register_source_commands()
 
 def main() -> None:
     """Console-script entry point."""
-    cli(prog_name="nhwc-onnx")
+    from . import signals
+
+    signals.install()
+    try:
+        cli(prog_name="nhwc-onnx")
+    except signals.StoppedBySignal as exc:
+        click.echo(f"Error: {exc} (temp files removed)", err=True)
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

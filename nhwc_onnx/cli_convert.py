@@ -48,7 +48,8 @@ def source_options(f):
         click.option("--outputs", "output_names", help="Graph output tensor names, comma separated."),
         click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D1,D2,...",
                      help="Override an input's shape, in the source layout (repeatable)."),
-        click.option("--batch", type=int, help="Batch size for inputs with an unknown batch."),
+        click.option("--batch", type=click.IntRange(min=1),
+                     help="Batch size for inputs with an unknown batch."),
         click.option("--signature", default="serving_default", show_default=True,
                      help="TensorFlow SavedModel signature."),
     ]
@@ -94,15 +95,17 @@ def register(cli: click.Group) -> None:
               help="Kept for old command lines: no rewrite needs it now (see --strict).")
 @click.option("--strict", is_flag=True,
               help="Refuse rounding-level rewrites too (x/c as x*(1/c), ...): bit-exact only.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False),
-              help="Write the conversion report as JSON.")
+@click.option("--report", "report_path", type=click.Path(),
+              help="Write the conversion report as JSON (several sources: a folder that gets "
+                   "one <output name>.report.json per model).")
 @click.option("--verify", "do_verify", is_flag=True,
               help="Run source and result on the same inputs and compare.")
 @click.option("--bisect", is_flag=True, help="With --verify: name the first diverging node.")
 @click.option("--atol", type=float, default=1e-4, show_default=True)
 @click.option("--rtol", type=float, default=1e-4, show_default=True)
-@click.option("--jobs", type=int, default=1, show_default=True,
-              help="Worker processes for several sources.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes for several sources; capped at the number of sources "
+                   "and of usable CPUs.")
 @click.pass_obj
 def convert(settings, sources, output, output_dir, framework, weights, seed, input_names,
             output_names, input_shapes, batch, signature, domain, weights_as_constants,
@@ -125,15 +128,28 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
             raise click.UsageError("several sources need --output-dir")
         from .batch import convert_many
 
+        report_dir = None
+        if report_path:
+            report_dir = Path(report_path)
+            if report_dir.suffix.lower() == ".json" or (report_dir.exists()
+                                                        and not report_dir.is_dir()):
+                raise click.UsageError(
+                    f"with several sources --report takes a folder (one <output name>"
+                    f".report.json per model), not the file '{report_path}'")
         code = convert_many(sources, Path(output_dir), framework, options, flags, jobs,
-                            do_verify, atol, rtol, quiet=settings.verbosity < 0)
+                            do_verify, atol, rtol, quiet=settings.verbosity < 0,
+                            report_dir=report_dir)
         raise SystemExit(code)
     if not output:
         raise click.UsageError("missing -o/--output")
     from .api import convert as api_convert
+    from .api import source_files
+    from .outputs import plan_targets
     from .progress import StageReporter, wanted
 
     source = sources[0]
+    targets = [("output", Path(output))] + ([("report", Path(report_path))] if report_path else [])
+    plan_targets(targets, source_files(source, options))  # before the (long) conversion
     stages = StageReporter(source, wanted(settings.verbosity < 0))
     try:
         result = api_convert(source, output, framework=framework, options=options,
@@ -156,10 +172,7 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
         if not verification.ok:
             code = EXIT_VERIFY_FAILED
     if report_path:
-        data = report.to_dict()
-        if verification is not None:
-            data["verification"] = verification.to_dict()
-        _write_json(Path(report_path), data)
+        write_report(Path(report_path), report, verification)
     if settings.verbosity >= 0:
         click.echo(format_report(report))
         if verification is not None:
@@ -182,9 +195,8 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
 def verify(settings, source, converted, framework, weights, seed, input_names, output_names,
            input_shapes, batch, signature, input_files, atol, rtol, bisect, fmt):
     """Compare a converted model with its source on the same inputs (exit 3 if they differ)."""
-    import numpy as np
-
     from .api import verify as api_verify
+    from .npy import load_npy
 
     options = _frontend_options(framework, weights, seed, input_names, output_names,
                                 input_shapes, batch, signature)
@@ -195,7 +207,7 @@ def verify(settings, source, converted, framework, weights, seed, input_names, o
             name, sep, file = item.partition("=")
             if not sep:
                 raise click.BadParameter(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
-            feeds[name] = np.load(file, allow_pickle=False)
+            feeds[name] = load_npy(file)
     _progress(settings, "running both models ...")
     report = api_verify(source, converted, framework=framework, options=options, feeds=feeds,
                         seed=seed, atol=atol, rtol=rtol, bisect=bisect)
@@ -229,21 +241,20 @@ def info(file, framework, weights, fmt):
     click.echo("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
 
 
+def write_report(path: Path, report, verification=None) -> None:
+    """The conversion report (and the verification, if any) as JSON, written atomically."""
+    data = report.to_dict()
+    if verification is not None:
+        data["verification"] = verification.to_dict()
+    _write_json(path, data)
+
+
 def _write_json(path: Path, data: dict) -> None:
-    """Write atomically: a reader never sees half a report."""
-    import os
-    import tempfile
+    """Write atomically (see outputs.atomic_write_text): a reader never sees half a report."""
+    from .outputs import atomic_write_text
 
     text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, text, role="report")
 
 
 def refusal_report(source: str, exc: UnsupportedOpError) -> dict:

@@ -14,6 +14,7 @@ from onnx import TensorProto
 from .. import __version__
 from ..errors import OutputPathError
 from ..ir import CORE, DIALECT, Graph, Model, Value
+from ..outputs import file_mode, write_target
 from ..schemas import infer_shapes
 from .attributes import attribute_type, fill_attribute
 from .stream import write_streaming
@@ -195,9 +196,7 @@ def save(
     model (ONNX external data, relative location). Nothing is left behind on failure and an
     existing file at ``path`` stays untouched.
     """
-    path = Path(path)
-    if path.is_dir():
-        raise OutputPathError(f"{path}: is a directory, expected a file name for the model")
+    path = write_target(path, "output")  # a symlink is written through to its target
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -213,6 +212,7 @@ def save(
         data_tmp = None
         proto = None
         if use_external:
+            write_target(_data_path(path), "external-data file")
             data_tmp, sink = _external_sink(path, temps)
             proto = to_onnx(model, domain=domain, external=sink)
             with data_tmp:
@@ -229,7 +229,7 @@ def save(
                                                                   external=defer))
             model_tmp.flush()
             os.fsync(model_tmp.fileno())
-        mode = _file_mode(path)
+        mode = file_mode(path)
         if data_tmp is not None:
             os.chmod(data_tmp.name, mode)
             os.replace(data_tmp.name, _data_path(path))
@@ -246,16 +246,6 @@ def save(
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
-
-
-def _file_mode(path: Path) -> int:
-    """The mode a plain open() would give (temp files are created 0600)."""
-    try:
-        return path.stat().st_mode & 0o777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
 
 
 def _data_path(path: Path) -> Path:

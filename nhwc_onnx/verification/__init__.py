@@ -99,6 +99,10 @@ def verify(
         perm = perms.get(v.name)
         shape = tuple(v.shape) if not perm else tuple(np.array(v.shape)[np.argsort(perm)])
         shapes[v.name] = shape
+    if not isinstance(converted, Model):
+        from .pairing import check_pairing
+
+        check_pairing(source, fw, options, converted, model, shapes)
     src_feeds = dict(feeds) if feeds is not None else random_inputs(shapes, seed)
     missing = [n for n in shapes if n not in src_feeds]
     if missing:

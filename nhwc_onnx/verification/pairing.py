@@ -1,0 +1,50 @@
+"""Does a converted file belong to the source it is verified against?
+
+Verifying a model against another model's source used to end in the source runtime's
+internal error. The converted file records its source's framework and file name, its inputs
+and outputs (names in the source, shapes via the recorded layout permutations); they are
+compared with what the frontend reads from the source before anything runs.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from ..errors import ModelLoadError
+from ..frontends.base import FrontendOptions
+from ..ir import Model
+
+
+def check_pairing(source: str | os.PathLike, framework: str, options: FrontendOptions,
+                  converted: str | os.PathLike, model: Model,
+                  source_layout_shapes: Mapping[str, tuple]) -> None:
+    """Raise ModelLoadError (exit 2) when ``converted`` was not converted from ``source``."""
+    from ..api import load_source
+
+    recorded_fw = model.metadata.get("source_framework")
+    recorded_file = model.metadata.get("source_file")
+    origin = (f"'{converted}' was converted from the {recorded_fw or '?'} model "
+              f"'{recorded_file or '?'}'")
+    if recorded_fw and recorded_fw != framework:
+        raise ModelLoadError(f"{origin}, not from a {framework} model like '{source}'; verify it "
+                             "against the model it was converted from")
+    parsed = load_source(source, framework, options).graph
+    src_inputs = {v.name: v.shape for v in parsed.inputs}
+    src_outputs = {v.name for v in parsed.outputs}
+    ours_out = {v.name for v in model.graph.outputs}
+    if set(source_layout_shapes) != set(src_inputs) or not ours_out <= src_outputs:
+        raise ModelLoadError(
+            f"{origin} and does not fit '{source}': its inputs {sorted(source_layout_shapes)} "
+            f"and outputs {sorted(ours_out)}, the source's inputs {sorted(src_inputs)} and "
+            f"outputs {sorted(src_outputs)}")
+    for name, shape in source_layout_shapes.items():
+        declared = src_inputs[name]
+        if declared is None:
+            continue
+        fits = len(declared) == len(shape) and all(
+            not isinstance(d, int) or d == s for d, s in zip(declared, shape))
+        if not fits:
+            raise ModelLoadError(
+                f"{origin} and does not fit '{source}': input '{name}' is "
+                f"{tuple(int(d) for d in shape)} in the converted model (source layout), the source declares "
+                f"{tuple(declared)}")
