@@ -10,8 +10,8 @@ removed on every error or signal).
 from __future__ import annotations
 
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -112,18 +112,37 @@ def atomic_write_text(path: str | os.PathLike, text: str, role: str = "output") 
     except OSError as exc:
         raise OutputPathError(f"{path}: cannot create the folder ({_reason(exc)})") from None
     mode = file_mode(target)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    temps: list[Path] = []
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with open_temp(target, temps, "w") as handle:
             handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        os.chmod(temps[-1], mode)
+        os.replace(temps[-1], target)
     except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise OutputPathError(f"{path}: cannot write the {role} ({_reason(exc)})") from None
         raise
     return target
+
+
+def open_temp(target: Path, temps: list[Path], mode: str = "wb"):
+    """A new hidden temp file beside ``target`` (``.<name>.<random>.tmp``, mode 0600).
+
+    Its path goes into ``temps`` *before* the file exists, so a signal arriving at any moment
+    leaves nothing the caller's cleanup does not know about (tempfile has such a window).
+    """
+    def create(name, flags):
+        return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+
+    while True:
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        temps.append(tmp)
+        try:
+            return open(tmp, mode, encoding=None if "b" in mode else "utf-8", opener=create)
+        except FileExistsError:
+            temps.remove(tmp)  # another file's name: not ours to clean up
 
 
 def file_mode(path: Path) -> int:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from onnx import TensorProto
 from .. import __version__
 from ..errors import OutputPathError
 from ..ir import CORE, DIALECT, Graph, Model, Value
-from ..outputs import file_mode, write_target
+from ..outputs import file_mode, open_temp, write_target
 from ..schemas import infer_shapes
 from .attributes import attribute_type, fill_attribute
 from .stream import write_streaming
@@ -253,11 +252,7 @@ def _data_path(path: Path) -> Path:
 
 
 def _temp_file(path: Path, temps: list[Path]):
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed by the caller)
-        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
-    )
-    temps.append(Path(handle.name))
-    return handle
+    return open_temp(path, temps)  # closed by the caller
 
 
 def _external_sink(path: Path, temps: list[Path]):
