@@ -25,8 +25,7 @@ def main() -> int:
         try:
             from grpc_tools import protoc as grpc_protoc
         except ImportError:
-            print("neither protoc nor grpcio-tools is installed", file=sys.stderr)
-            return 1
+            raise SystemExit("neither protoc nor grpcio-tools is installed") from None
         if grpc_protoc.main(["protoc", *args]) != 0:
             return 1
     print(f"wrote {HERE / 'tf_graph_pb2.py'}")
