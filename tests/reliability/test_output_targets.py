@@ -136,6 +136,16 @@ def test_batch_report_given_a_file_name_is_a_usage_error(tmp_path):
     assert not (tmp_path / "out").exists() and not (tmp_path / "report.json").exists()
 
 
+def test_output_inside_a_savedmodel_source_folder_is_refused(tmp_path):
+    folder = tmp_path / "saved"
+    (folder / "variables").mkdir(parents=True)
+    (folder / "saved_model.pb").write_bytes(b"not read: refused before loading")
+    proc = run_cli_limited(["convert", folder, "-o", folder / "variables" / "m.onnx"])
+    assert proc.returncode == EXIT_INVALID, proc.stderr
+    assert "the output would overwrite the input" in _one_error_line(proc)
+    assert folder_listing(folder) == ["saved_model.pb", "variables"]
+
+
 # -- finding 2: batch planning ------------------------------------------------------------------
 
 
