@@ -41,8 +41,9 @@ def check_pairing(source: str | os.PathLike, framework: str, options: FrontendOp
         declared = src_inputs[name]
         if declared is None:
             continue
-        fits = len(declared) == len(shape) and all(
-            not isinstance(d, int) or d == s for d, s in zip(declared, shape))
+        # --input-shape may have replaced declared dims at conversion: then only the rank counts
+        fits = len(declared) == len(shape) and (bool(options.input_shapes) or all(
+            not isinstance(d, int) or d == s for d, s in zip(declared, shape)))
         if not fits:
             raise ModelLoadError(
                 f"{origin} and does not fit '{source}': input '{name}' is "

@@ -167,3 +167,30 @@ def test_the_pool_gets_min_of_jobs_sources_and_cpus(jobs, sources, cpus, expecte
 def test_help_says_how_jobs_is_capped():
     proc = run_cli_limited(["convert", "--help"], timeout=60)
     assert "capped at the number of sources and of usable CPUs" in " ".join(proc.stdout.split())
+
+
+def test_pairing_allows_the_input_shape_overrides_of_the_conversion(tmp_path):
+    """Declared x: 1x3x4x5, converted with --input-shape x=1,3,6,5: with the same option the
+    pair fits (only the rank is compared); without it the shapes disagree and verify says so."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from nhwc_onnx.errors import ModelLoadError
+    from nhwc_onnx.serialize import load
+    from nhwc_onnx.verification.pairing import check_pairing
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 5])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    source = tmp_path / "relu.onnx"
+    onnx.save(model, str(source))
+    output = tmp_path / "relu.nhwc.onnx"
+    override = FrontendOptions(input_shapes={"x": [1, 3, 6, 5]})
+    convert(source, output, options=override)
+    shapes = {"x": (1, 3, 6, 5)}
+    check_pairing(source, "onnx", override, output, load(output), shapes)  # fits
+    with pytest.raises(ModelLoadError, match=r"\(1, 3, 6, 5\) in the converted model"):
+        check_pairing(source, "onnx", FrontendOptions(), output, load(output), shapes)
