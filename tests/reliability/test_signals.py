@@ -71,3 +71,36 @@ def test_signal_while_writing_removes_the_temp_file_and_keeps_the_old_output(sig
     assert stderr.strip() == f"Error: stopped by {signal.Signals(signum).name} (temp files removed)"
     assert folder_listing(out_dir) == ["model.nhwc.onnx"]
     assert output.read_bytes() == b"the previous conversion"
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_batch_reaches_the_workers_and_leaves_no_temp_file(tmp_path):
+    """`--jobs 2`: the parent passes the signal to its workers and waits for them; each output
+    is then either the old file or a complete model, never a temp file."""
+    first = _big_model(tmp_path / "one.onnx")
+    second = tmp_path / "two.onnx"
+    second.write_bytes(first.read_bytes())
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    for name in ("one.onnx", "two.onnx"):
+        (out_dir / name).write_bytes(b"old")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "nhwc_onnx.cli", "-q", "convert", str(first), str(second),
+         "--output-dir", str(out_dir), "--jobs", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+    try:
+        deadline = time.monotonic() + 120  # hang guard only
+        while not _temp_files(out_dir) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        assert _temp_files(out_dir), ("the write was not caught in progress", child.poll())
+        child.send_signal(signal.SIGTERM)
+        _, stderr = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 128 + signal.SIGTERM, stderr
+    assert folder_listing(out_dir) == ["one.onnx", "two.onnx"]
+    for name in ("one.onnx", "two.onnx"):
+        data = (out_dir / name).read_bytes()
+        assert data == b"old" or onnx.load_from_string(data).graph.node
