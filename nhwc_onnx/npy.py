@@ -29,9 +29,9 @@ def load_npy(path: str | os.PathLike) -> np.ndarray:
         with open(path, "rb") as handle:
             version = np.lib.format.read_magic(handle)
             if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
+                shape, _fortran, dtype = np.lib.format.read_array_header_1_0(handle)
             else:
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
+                shape, _fortran, dtype = np.lib.format.read_array_header_2_0(handle)
             data_bytes = info.st_size - handle.tell()
     except (OSError, ValueError, EOFError) as exc:
         raise ModelLoadError(f"{path}: cannot be read as a .npy array ({exc})") from None

@@ -15,6 +15,7 @@ from .fold_constants import FoldConstants
 from .static_shapes import StaticShapes
 from .to_nhwc import ToNHWC
 
+
 def core_passes() -> list[Pass]:
     """The passes that bring any frontend's core graph to all-NHWC with static shapes."""
     return [

@@ -7,6 +7,7 @@ import os
 import struct
 from concurrent import futures
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -140,7 +141,7 @@ def test_jobs_is_capped_at_sources_and_cpus_in_a_real_run(tmp_path):
 
 
 class _RecordingPool(futures.ThreadPoolExecutor):
-    created: list[int] = []
+    created: ClassVar[list[int]] = []
 
     def __init__(self, max_workers, initializer=None):
         type(self).created.append(max_workers)
