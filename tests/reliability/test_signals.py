@@ -51,7 +51,7 @@ def test_signal_while_writing_removes_the_temp_file_and_keeps_the_old_output(sig
     child = subprocess.Popen(
         [sys.executable, "-m", "nhwc_onnx.cli", "-q", "convert", str(source), "-o", str(output)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
-        preexec_fn=limit_memory)  # noqa: PLW1509 - no threads in the test process yet
+        preexec_fn=limit_memory)  # noqa: PLW1509 - the bound rel_limits uses
     try:
         deadline = time.monotonic() + 120  # hang guard only
         while not _temp_files(out_dir) and child.poll() is None and time.monotonic() < deadline:
