@@ -1,7 +1,6 @@
 """``lower``: write a dialect model as standard ONNX (what ``nhwc_onnx.runtime`` executes)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -21,13 +20,13 @@ def lower(settings, model_path: str, output: str) -> None:
     import onnx
 
     from .errors import ConversionBugError, OutputPathError, SchemaValidationError
+    from .outputs import plan_targets
     from .runtime.lower import lower_for_export
     from .schemas import validate
     from .serialize import load, save_bytes
 
     src, out = Path(model_path), Path(output)
-    if out.exists() and src.exists() and os.path.samefile(src, out):
-        raise OutputPathError(f"{out}: the output would overwrite the input; choose another path")
+    plan_targets([("output", out)], [src])  # same checks as convert's -o, before any work
     model = load(model_path)
     issues = validate(model)
     if issues:

@@ -281,11 +281,7 @@ def _external_sink(path: Path, temps: list[Path]):
 
 def save_bytes(data: bytes, path: str | os.PathLike) -> Path:
     """Write already serialized bytes to ``path`` atomically (same guarantees as ``save``)."""
-    path = Path(path)
-    if path.is_dir():
-        raise OutputPathError(f"{path}: is a directory, expected a file name for the model")
-    if path.exists() and not path.is_file():
-        raise OutputPathError(f"{path}: exists and is not a regular file")
+    path = write_target(path, "output")  # a symlink is written through to its target
     temps: list[Path] = []
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -294,7 +290,7 @@ def save_bytes(data: bytes, path: str | os.PathLike) -> Path:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(handle.name, _file_mode(path))
+        os.chmod(handle.name, file_mode(path))
         os.replace(handle.name, path)
     except BaseException as exc:
         for tmp in temps:
