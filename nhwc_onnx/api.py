@@ -223,6 +223,16 @@ def _attach_exact_cut(exc, src: Path, fw: str, options: FrontendOptions, allow_t
     exc.args = (f"{exc}\n{cut.line()}",)
 
 
+def write_report(path: str | os.PathLike, report: ConversionReport, verification=None) -> None:
+    """The conversion report (and the verification, if any) as JSON, written atomically."""
+    from .outputs import write_json
+
+    data = report.to_dict()
+    if verification is not None:
+        data["verification"] = verification.to_dict()
+    write_json(path, data, role="report")
+
+
 def _options_dict(options: FrontendOptions, domain, constants, transpose, approx) -> dict:
     d = {k: v for k, v in asdict(options).items() if v not in (None, {}, [], "")}
     d.pop("extra", None)

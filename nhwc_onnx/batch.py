@@ -92,7 +92,7 @@ def convert_one(source: str, output: str, framework, options, flags, do_verify, 
                 outcome.status, outcome.exit_code = "mismatch", EXIT_VERIFY_FAILED
                 outcome.message = f"outputs differ (max rel error {worst:.3g})"
         if report_path is not None:
-            from .cli_convert import write_report
+            from .api import write_report
 
             write_report(Path(report_path), result.report, verification)
     except NhwcOnnxError as exc:

@@ -172,6 +172,8 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
         if not verification.ok:
             code = EXIT_VERIFY_FAILED
     if report_path:
+        from .api import write_report
+
         write_report(Path(report_path), report, verification)
     if settings.verbosity >= 0:
         click.echo(format_report(report))
@@ -241,20 +243,11 @@ def info(file, framework, weights, fmt):
     click.echo("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
 
 
-def write_report(path: Path, report, verification=None) -> None:
-    """The conversion report (and the verification, if any) as JSON, written atomically."""
-    data = report.to_dict()
-    if verification is not None:
-        data["verification"] = verification.to_dict()
-    _write_json(path, data)
-
-
 def _write_json(path: Path, data: dict) -> None:
-    """Write atomically (see outputs.atomic_write_text): a reader never sees half a report."""
-    from .outputs import atomic_write_text
+    """Write atomically (see outputs.write_json): a reader never sees half a report."""
+    from .outputs import write_json
 
-    text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
-    atomic_write_text(path, text, role="report")
+    write_json(path, data, role="report")
 
 
 def refusal_report(source: str, exc: UnsupportedOpError) -> dict:

@@ -9,6 +9,7 @@ removed on every error or signal).
 """
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import stat
@@ -125,6 +126,12 @@ def atomic_write_text(path: str | os.PathLike, text: str, role: str = "output") 
             raise OutputPathError(f"{path}: cannot write the {role} ({_reason(exc)})") from None
         raise
     return target
+
+
+def write_json(path: str | os.PathLike, data: dict, role: str = "report") -> Path:
+    """``data`` as indented, key-sorted JSON, written like ``atomic_write_text``."""
+    text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    return atomic_write_text(path, text, role=role)
 
 
 def open_temp(target: Path, temps: list[Path], mode: str = "wb"):
