@@ -33,8 +33,6 @@ def test_file_system_fuzz_inputs():
     assert result["outcomes"].get("exit 2", 0) >= CASES // 2
 
 
-@pytest.mark.xfail(strict=False, reason="issue 18 finding 3 (-o onto a FIFO / a symlink to a "
-                   "device) is fixed on the rel-data branch; passes once it is merged")
 def test_file_system_fuzz_output_targets():
     result = _campaign(24, "--outputs")
     assert result["failures"] == [], json.dumps(result["failures"][:20], indent=1)
