@@ -67,8 +67,9 @@ class NodeProblem:
 class UnsupportedOpError(NhwcOnnxError, NotImplementedError):
     """Nodes that have no exact dialect equivalent. Carries every offending node at once."""
 
-    def __init__(self, problems: list[NodeProblem], framework: str = ""):
+    def __init__(self, problems: list[NodeProblem], framework: str = "", hint: str = ""):
         self.problems = list(problems)
+        self.hint = hint
         self.framework = framework
         ops: dict[str, int] = {}
         for p in self.problems:
@@ -77,6 +78,8 @@ class UnsupportedOpError(NhwcOnnxError, NotImplementedError):
         where = f" {framework}" if framework else ""
         lines = [f"cannot convert {len(self.problems)}{where} node(s) exactly ({summary}):"]
         lines += [f"  - {p}" for p in self.problems]
+        if hint:
+            lines.append(f"hint: {hint}")
         super().__init__("\n".join(lines))
 
 
@@ -142,3 +145,9 @@ class ConversionContext:
     def describe(self) -> str:
         fw = f", {self.framework}" if self.framework else ""
         return f"while converting node '{self.node}' ({self.op}{fw})"
+
+
+class UsageError(NhwcOnnxError, ValueError):
+    """An option names something the model does not have (e.g. --keep-layout NAME)."""
+
+    exit_code = EXIT_UNREADABLE

@@ -151,12 +151,34 @@ def _softmax(graph: Graph, node: Node, ctx: PassContext) -> bool:
     shape = node.input(0).shape
     axis = positive_axis(int(attr(node, "axis")), len(shape))
     # ONNX-1 Softmax normalises the block dims[axis:]: equal when every later dim is 1.
+    if any(d != 1 for d in shape[axis + 1:]) and ctx.option("allow_transpose"):
+        return _softmax_moved_last(graph, node, ctx, axis)
     if any(d != 1 for d in shape[axis + 1:]):
         return refuse(ctx, node, f"softmax over axis {axis} of {tuple(shape)} is not the last "
                       "non-trivial axis: the dialect's coerce-to-2-D Softmax would normalise "
                       f"dims {tuple(shape[axis:])} together, and moving the axis needs a "
                       "layout Transpose")
     become(node, "Softmax", [node.input(0)], {"axis": axis})
+    return True
+
+
+def _softmax_moved_last(graph: Graph, node: Node, ctx: PassContext, axis: int) -> bool:
+    """--allow-transpose: swap ``axis`` with the last one, Softmax there, swap back (a warning
+    per inserted Transpose)."""
+    x, y = node.input(0), node.output
+    rank = len(x.shape)
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]  # its own inverse
+    moved_shape = [x.shape[a] for a in perm]
+    moved = emit(graph, "Transpose", [x], {"perm": perm}, f"{node.name}/axis_last",
+                 moved_shape)
+    soft = emit(graph, "Softmax", [moved], {"axis": rank - 1}, f"{node.name}/last_axis",
+                moved_shape)
+    become(node, "Transpose", [soft], {"perm": perm})
+    for t in (moved.producer(), node):
+        ctx.warn(f"inserted Transpose '{t.name}' (perm {perm}) for Softmax '{node.name}': its "
+                 f"axis {axis} is not the last axis of {tuple(x.shape)}")
+        ctx.record("layout", t.name, f"inserted Transpose {perm}", perm=perm)
     return True
 
 

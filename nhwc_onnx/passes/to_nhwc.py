@@ -30,7 +30,7 @@ from ..schemas.core.layout_perm import (
     stored_shape,
     transpose_between,
 )
-from ..schemas.core.layout_rules import always_runs, downstream, is_spatial, reads_nchw_image
+from ..schemas.core.layout_rules import always_runs, is_spatial, reads_nchw_image
 from .base import Pass, PassContext, PassResult
 from .static_shapes import infer_graph
 
@@ -150,38 +150,85 @@ class LayoutState:
         self.changed = True
 
 
-def _seed_inputs(state: LayoutState, model: Model) -> None:
-    """Decide which rank-4 graph inputs are NCHW images, to be stored NHWC.
+def channels_last(rank: int) -> Perm:
+    """The stored layout of a channels-first (NCHW / NCDHW) image: channels moved last."""
+    return (0, *range(2, rank), 1)
 
-    A tagged input is an image when an NCHW Conv/pool reads it or anything computed from it,
-    or when it meets such an input's data (e.g. concatenated with it). One that meets neither
-    (a MatMul operand) has no image layout and is left as it is. An untagged input is an image
-    only when an NCHW spatial op reads it directly.
+
+def channels_first_perm(rank: int) -> list[int]:
+    """The perm of a source Transpose that turns a channels-last tensor into channels-first."""
+    return [0, rank - 1, *range(1, rank - 1)]
+
+
+def _perm_of(node: Node) -> list[int] | None:
+    perm = node.attrs.get("perm")
+    return None if perm is None else [int(a) for a in perm]
+
+
+def _public_names(v: Value) -> set[str]:
+    return {v.name, str(v.meta.get("source_name", v.name))} | (
+        {v.meta["source_name"].split(":")[0]} if ":" in str(v.meta.get("source_name", "")) else set())
+
+
+def keep_layout_names(model: Model, ctx: PassContext) -> set[str]:
+    """Graph input/output names (ours or the source's) listed in option ``keep_layout``.
+
+    A name that is no graph input or output is a usage error, raised before any work."""
+    wanted = [str(n) for n in (ctx.option("keep_layout") or ()) if str(n)]
+    io = model.graph.inputs + model.graph.outputs
+    known = set().union(*(_public_names(v) for v in io)) if io else set()
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        from ..errors import UsageError
+        raise UsageError(f"--keep-layout names {', '.join(repr(n) for n in unknown)}, which "
+                         f"is not a graph input or output (they are: "
+                         f"{', '.join(sorted(v.name for v in io))})")
+    return {v.name for v in io if _public_names(v) & set(wanted)}
+
+
+def _seed_inputs(state: LayoutState, model: Model, keep: set[str]) -> list[Value]:
+    """Store every channels-first image input (rank 4/5 of an NCHW-convention source) NHWC.
+
+    The layout contract (README "Layout at the graph boundary"): the decision does not depend
+    on which ops follow. Exceptions, each recorded: an input the user keeps (--keep-layout); one
+    the source itself transposes to NCHW first (only read by Transpose(0,3,1,2)): it is NHWC
+    already and that Transpose disappears; one read only as a batch of matrices (MatMul).
+    Returns the inputs stored NHWC.
     """
     graph = model.graph
-    candidates, images = [], []
-    reach: dict[int, set[int]] = {}
+    seeded = []
     for v in graph.inputs:
-        if v.is_const or v.shape is None or len(v.shape) != 4:
+        if v.is_const or v.shape is None or len(v.shape) not in (4, 5):
             continue
-        if any(is_spatial(node.op) and index > 0 for node, index in v.uses()):
+        uses = v.uses()
+        rank = len(v.shape)
+        if any(is_spatial(node.op) and index > 0 for node, index in uses):
             continue  # a weight fed at run time keeps its own layout attribute
-        if v.layout == NCHW:
-            reach[id(v)], spatial = downstream(v)
-            (images if spatial else candidates).append(v)
-        elif v.layout is None and any(reads_nchw_image(n, i) for n, i in v.uses()):
-            images.append(v)
-            reach[id(v)] = downstream(v)[0]
-    image_nodes: set[int] = set()
-    for v in images:
-        image_nodes |= reach[id(v)]
-    images += [v for v in candidates if reach[id(v)] & image_nodes]
-    for v in images:
-        state.set_sig(v, NHWC_PERM)
-        model.io_permutations[v.name] = list(NHWC_PERM)
-        state.ctx.record("layout", v.name, "graph input NCHW -> stored NHWC",
-                         perm=list(NHWC_PERM))
+        if v.layout != NCHW and not (v.layout is None and rank == 4 and any(
+                reads_nchw_image(n, i) for n, i in uses)):
+            continue  # channels-last by its framework's convention (TF NHWC), or not an image
+        if v.name in keep:
+            state.ctx.record("layout", v.name, "graph input kept in source axis order "
+                             "(--keep-layout)", perm=list(identity(rank)))
+            continue
+        if uses and all(n.op == "Transpose" and _perm_of(n) == channels_first_perm(rank)
+                        for n, _ in uses):
+            v.layout = NHWC
+            state.ctx.record("layout", v.name, "graph input is NHWC at the source (only read by "
+                             "a Transpose to NCHW, which disappears)", perm=list(identity(rank)))
+            continue
+        if uses and all(n.op == "MatMul" for n, _ in uses):
+            state.ctx.record("layout", v.name, "graph input read only as a batch of matrices "
+                             "(MatMul): not an image, kept in source axis order",
+                             perm=list(identity(rank)))
+            continue
+        sigma = channels_last(rank)
+        state.set_sig(v, sigma)
+        model.io_permutations[v.name] = list(sigma)
+        state.ctx.record("layout", v.name, "graph input NCHW -> stored NHWC", perm=list(sigma))
         state.changed = True
+        seeded.append(v)
+    return seeded
 
 
 def _needs_work(state: LayoutState) -> bool:
@@ -195,7 +242,71 @@ def _needs_work(state: LayoutState) -> bool:
     return False
 
 
-def _finish(state: LayoutState, model: Model) -> None:
+def _channels_first_model(model: Model) -> bool:
+    """Whether rank-4 tensors follow the NCHW convention (ONNX, Caffe, TF in NCHW)."""
+    graph = model.graph
+    return (any(v.layout == NCHW for v in graph.inputs + graph.outputs)
+            or any(is_spatial(n.op) and n.attrs.get("data_format", "NCHW") == "NCHW"
+                   for n in graph.nodes))
+
+
+def _source_transposed_outputs(model: Model) -> set[int]:
+    """Graph outputs the source itself makes channels-last (Transpose(0,2,3,1) as last op)."""
+    found = set()
+    for v in model.graph.outputs:
+        node = v.producer()
+        if (node is not None and node.op == "Transpose" and v.rank in (4, 5)
+                and _perm_of(node) == list(channels_last(v.rank))):
+            found.add(id(v))
+    return found
+
+
+def _settle_outputs(state: LayoutState, model: Model, keep: set[str], nchw: bool,
+                    transposed: set[int]) -> None:
+    """Give each graph output its contract layout (NHWC image, kept, or not an image)."""
+    graph = model.graph
+    for i, v in enumerate(list(graph.outputs)):
+        if v.is_const or v.shape is None:
+            continue
+        src = state.src_shape(v)
+        rank, sigma = len(src), state.sig(v)
+        if v.name in keep:
+            target = identity(rank)
+        elif rank in (4, 5) and nchw and is_identity(sigma) and id(v) not in transposed:
+            if not same_bytes(src, sigma, channels_last(rank)) or v in graph.inputs:
+                state.ctx.record("layout", v.name, "graph output computed in source axis order "
+                                 "(not an image: e.g. a MatMul result); kept as it is",
+                                 perm=list(sigma))
+                continue
+            target = channels_last(rank)  # e.g. [N,C,1,1] logits: a free Reshape
+        else:
+            continue
+        if tuple(target) != tuple(sigma):
+            _relayout_output(state, i, v, target)
+
+
+def _relayout_output(state: LayoutState, index: int, v: Value, target: Perm) -> None:
+    """Graph output ``index`` (value ``v``) re-laid out to ``target`` under its own name."""
+    graph = state.graph
+    src = state.src_shape(v)
+    reader = graph.make_node("Identity", [v], name=f"{v.name}/layout")
+    state.coerce(reader, 0, target, f"graph output '{v.name}' is stored with permutation "
+                 f"{list(state.sig(v))} of its source axes; --keep-layout asks for the source "
+                 "order, which needs a layout Transpose")
+    moved = reader.inputs[0]
+    graph.remove_node(reader)
+    if moved is v:
+        return
+    name, meta = v.name, dict(v.meta)
+    v.name = graph.unique_name(f"{name}/stored")
+    moved.name = name
+    moved.meta.update(meta)
+    graph.outputs[index] = moved
+    state.src[id(moved)] = tuple(src)
+    state.set_sig(moved, target)
+
+
+def _finish(state: LayoutState, model: Model, nchw: bool, transposed: set[int]) -> None:
     graph = model.graph
     for node in state.vanishing:
         graph.bypass(node, 0)  # kept (as an identity perm) only to preserve a graph output name
@@ -208,10 +319,23 @@ def _finish(state: LayoutState, model: Model) -> None:
     for v in graph.values():
         if id(v) in state.sigma and not v.is_const:
             v.shape = stored_shape(state.src_shape(v), state.sigma[id(v)])
-        if not v.is_const and v.shape is not None and len(v.shape) == 4:
-            v.layout = NHWC
-        elif v.layout == NCHW:
+        _tag(state, v, nchw, id(v) in transposed)
+
+
+def _tag(state: LayoutState, v: Value, nchw: bool, nhwc_at_source: bool) -> None:
+    """Layout tag (written as dimension denotations) only where it is true."""
+    rank = len(v.shape) if v.shape is not None else 0
+    if v.is_const or rank not in (4, 5):
+        if v.layout == NCHW:
             v.layout = None
+        return
+    sigma = state.sig(v)
+    if tuple(sigma) == channels_last(rank) or nhwc_at_source:
+        v.layout = NHWC
+    elif is_identity(sigma) and (v.layout == NHWC or (v.layout is None and not nchw)):
+        v.layout = NHWC if rank == 4 or v.layout == NHWC else None
+    else:
+        v.layout = None
 
 
 class ToNHWC(Pass):
@@ -221,19 +345,23 @@ class ToNHWC(Pass):
         graph = model.graph
         infer_graph(graph)
         state = LayoutState(model, ctx)
-        _seed_inputs(state, model)
-        if not _needs_work(state):
-            for v in graph.values():
-                if not v.is_const and v.shape is not None and len(v.shape) == 4:
-                    v.layout = NHWC
-            return PassResult(False)
+        keep = keep_layout_names(model, ctx)
+        nchw = _channels_first_model(model)
+        transposed = _source_transposed_outputs(model)
+        seeded = _seed_inputs(state, model, keep)
         graph.toposort()
-        for node in graph.nodes:
-            if node.graph is graph and node.domain == CORE and node.op in CORE_OPS:
-                _visit(state, node)
+        if _needs_work(state):
+            for node in graph.nodes:
+                if node.graph is graph and node.domain == CORE and node.op in CORE_OPS:
+                    _visit(state, node)
+        _settle_outputs(state, model, keep, nchw, transposed)
         if state.problems and not state.allow_transpose:
-            raise UnsupportedOpError(_unique(state.problems), "NCHW->NHWC")
-        _finish(state, model)
+            names = _inputs_behind_problems(state, seeded)
+            error = UnsupportedOpError(_unique(state.problems), "NCHW->NHWC",
+                                       hint=_keep_layout_hint(names))
+            error.keep_layout_suggestion = names
+            raise error
+        _finish(state, model, nchw, transposed)
         return PassResult(state.changed)
 
 
@@ -243,6 +371,31 @@ def _visit(state: LayoutState, node: Node) -> None:
     if not always_runs(rule) and not any(state.permuted(v) for v in node.inputs):
         return  # nothing permuted reaches this node: it stays as it is
     rule(state, node)
+
+
+def _inputs_behind_problems(state: LayoutState, seeded: list[Value]) -> list[str]:
+    """The NHWC-stored graph inputs from which a refused node is computed."""
+    bad = {p.node for p in state.problems}
+    return [v.name for v in seeded if any(n.name in bad for n in _reached_nodes(v))]
+
+
+def _keep_layout_hint(names: list[str]) -> str:
+    if not names:
+        return ""
+    return (f"graph input(s) {', '.join(names)} are NCHW images by the source's convention and "
+            "are stored NHWC; if one is not an image, keep it in source order with "
+            f"--keep-layout {','.join(names)} (or allow the Transposes with --allow-transpose)")
+
+
+def _reached_nodes(v: Value) -> list[Node]:
+    seen: dict[int, Node] = {}
+    todo = [v]
+    while todo:
+        for node, _ in todo.pop().uses():
+            if id(node) not in seen:
+                seen[id(node)] = node
+                todo.extend(node.outputs)
+    return list(seen.values())
 
 
 def _unique(problems: list[NodeProblem]) -> list[NodeProblem]:

@@ -202,9 +202,14 @@ def transpose(state: LayoutWalk, node: Node) -> None:
     rank = len(sigma_in)
     perm = node.attrs.get("perm")
     perm = list(range(rank))[::-1] if perm is None else list(perm)
-    # Output layout that makes the Transpose vanish: taken when it is plain or NHWC.
+    # Output layout that makes the Transpose vanish: taken when it is plain or channels-last,
+    # or when the result is only flattened into Dense-like layers (whose weight rows absorb
+    # the order, as Keras Permute -> Flatten -> Dense).
     vanish = tuple(inverse(perm)[a] for a in sigma_in)
-    sigma_out = vanish if is_identity(vanish) or vanish == NHWC else sigma_in
+    channels_last = (0, *range(2, rank), 1) if rank >= 3 else None
+    takes_vanish = (is_identity(vanish) or vanish == channels_last
+                    or (vanish[0] == 0 and _only_flattened_into_dense(state, node.outputs[0])))
+    sigma_out = vanish if takes_vanish else sigma_in
     stored_perm = [inverse(sigma_in)[perm[a]] for a in sigma_out]
     _outputs(state, node, sigma_out)
     if is_identity(stored_perm):
@@ -218,6 +223,25 @@ def transpose(state: LayoutWalk, node: Node) -> None:
     if stored_perm != perm:
         node.attrs["perm"] = stored_perm
         state.changed = True
+
+
+def _only_flattened_into_dense(state: LayoutWalk, value: Value) -> bool:
+    """Every reader of ``value`` flattens it to (batch, features) for Dense-like layers with a
+    constant 2-D weight, so any stored order of ``value`` can be absorbed by those weights."""
+    uses = value.uses()
+    if not uses or value in state.graph.outputs:
+        return False
+    src = state.src_shape(value)
+    for user, index in uses:
+        if index != 0 or user.op not in ("Reshape", "Flatten") or len(user.outputs) != 1:
+            return False
+        out = state.src_shape(user.outputs[0])
+        if (len(out) != 2 or not src or out[0] != src[0]
+                or int(np.prod(src[1:])) != out[1]):
+            return False
+        if isinstance(_dense_consumers(state, user), str):
+            return False
+    return True
 
 
 def slice_axes(state: LayoutWalk, node: Node) -> None:

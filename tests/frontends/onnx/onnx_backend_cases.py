@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from nhwc_onnx.errors import ConversionBugError, NhwcOnnxError
+from nhwc_onnx.errors import ConversionBugError, NhwcOnnxError, UnsupportedOpError
 from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.onnx import load_proto
 
@@ -49,6 +49,18 @@ def _attempts(proto, inputs):
             yield rest
 
 
+def _with_keep_layout(attempts):
+    """Each attempt as (pinned, keep_layout=None); after a refusal that names inputs to keep in
+    source order (the layout contract's --keep-layout hint), that attempt again with them kept,
+    as a user following the message would."""
+    for pinned in attempts:
+        _with_keep_layout.retry = None
+        yield pinned, None
+        if _with_keep_layout.retry is not None:
+            yield _with_keep_layout.retry
+            _with_keep_layout.retry = None
+
+
 def compare(expected: np.ndarray, got: np.ndarray) -> tuple[bool, float]:
     expected, got = np.asarray(expected), np.asarray(got)
     if expected.shape != got.shape:
@@ -80,7 +92,7 @@ def run_case(proto: onnx.ModelProto, inputs: list, outputs: list,
     last_refusal = ""
     bug = ""
     inputs, outputs = as_arrays(inputs), as_arrays(outputs)
-    for pinned in _attempts(proto, inputs):
+    for pinned, keep in _with_keep_layout(_attempts(proto, inputs)):
         options = FrontendOptions(extra={"constant_inputs": pinned,
                                          "float32_only": float32_only})
         try:
@@ -88,7 +100,13 @@ def run_case(proto: onnx.ModelProto, inputs: list, outputs: list,
             names = [v.name for v in model.graph.inputs]
             arrays = dict(zip(graph_input_names(proto), inputs))
             feeds = {n: arrays[n] for n in names}
-            results = execute(model, feeds)
+            results = execute(model, feeds, **({"keep_layout": keep} if keep else {}))
+        except UnsupportedOpError as exc:
+            last_refusal = f"{type(exc).__name__}: {str(exc).splitlines()[-1].strip()}"
+            suggestion = getattr(exc, "keep_layout_suggestion", None)
+            if suggestion and not keep:
+                _with_keep_layout.retry = (pinned, suggestion)
+            continue
         except ConversionBugError as exc:
             bug = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
             continue
@@ -185,13 +203,13 @@ def execute_core(model, feeds):
     return run_core(model, feeds)
 
 
-def execute_pipeline(model, feeds):
+def execute_pipeline(model, feeds, keep_layout=()):
     """Passes to the dialect, then the runtime; feeds/outputs permuted per io_permutations."""
     from nhwc_onnx.passes.base import PassContext
     from nhwc_onnx.passes.pipeline import to_dialect
     from nhwc_onnx.runtime import run
 
-    to_dialect(model, PassContext())
+    to_dialect(model, PassContext(options={"keep_layout": list(keep_layout)}))
     perms = model.io_permutations
     ours = {n: np.transpose(a, perms[n]) if perms.get(n) else a for n, a in feeds.items()}
     results = run(model, ours)

@@ -1,0 +1,179 @@
+"""The layout contract at the graph boundary (README "Layout at the graph boundary"), ONNX:
+every rank-4 input/output is NHWC whatever ops follow, with zero layout Transposes; numbers
+checked against onnxruntime on the source model."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from nhwc_onnx.errors import UnsupportedOpError, UsageError
+from nhwc_onnx.passes.base import PassContext
+from nhwc_onnx.passes.pipeline import to_dialect
+from nhwc_onnx.runtime import run
+from tests.frontends.onnx.onnx_helpers import convert, make_model, random_feeds, run_ort
+
+NHWC = [0, 2, 3, 1]
+SHAPE = [2, 3, 5, 7]  # N, C, H, W: distinct sizes
+
+
+def dialect(model: onnx.ModelProto, **options):
+    core = convert(model)
+    ctx = PassContext(options=options)
+    to_dialect(core, ctx)
+    return core, ctx
+
+
+def check_against_ort(model: onnx.ModelProto, perms: dict, **options):
+    """Convert, check the recorded I/O permutations, run on NHWC feeds, compare with ort."""
+    feeds = random_feeds(model)
+    want = run_ort(model, feeds)
+    ours, ctx = dialect(model, **options)
+    got_perms = {v.name: ours.io_permutations.get(v.name)
+                 for v in ours.graph.inputs + ours.graph.outputs}
+    assert got_perms == perms
+    stored = {k: np.ascontiguousarray(a.transpose(perms[k]) if perms.get(k) else a)
+              for k, a in feeds.items()}
+    got = run(ours, stored)
+    for name, ref in want.items():
+        perm = perms.get(name)
+        back = got[name].transpose(np.argsort(perm)) if perm else got[name]
+        np.testing.assert_allclose(back, ref, rtol=1e-4, atol=1e-4, err_msg=name)
+    return ours, ctx
+
+
+def transposes(model) -> int:
+    return model.graph.op_counts().get("Transpose", 0)
+
+
+def test_elementwise_only_graph_has_nhwc_io():
+    model = make_model([helper.make_node("Relu", ["x"], ["r"]),
+                        helper.make_node("Add", ["r", "x"], ["y"])],
+                       [("x", SHAPE)], [("y", SHAPE)])
+    ours, _ = check_against_ort(model, {"x": NHWC, "y": NHWC})
+    assert [list(v.shape) for v in ours.graph.inputs] == [[2, 5, 7, 3]]
+    assert ours.graph.inputs[0].layout == "NHWC" and ours.graph.outputs[0].layout == "NHWC"
+
+
+def test_per_channel_affine_permutes_its_constants():
+    rng = np.random.default_rng(3)
+    model = make_model([helper.make_node("Mul", ["x", "scale"], ["s"]),
+                        helper.make_node("Add", ["s", "bias"], ["y"])],
+                       [("x", SHAPE)], [("y", SHAPE)],
+                       {"scale": rng.standard_normal((1, 3, 1, 1)).astype(np.float32),
+                        "bias": rng.standard_normal((1, 3, 1, 1)).astype(np.float32)})
+    ours, _ = check_against_ort(model, {"x": NHWC, "y": NHWC})
+    assert transposes(ours) == 0
+
+
+def test_softmax_over_channels_converts_as_last_axis_softmax():
+    model = make_model([helper.make_node("Softmax", ["x"], ["y"], axis=1)],
+                       [("x", SHAPE)], [("y", SHAPE)])
+    ours, _ = check_against_ort(model, {"x": NHWC, "y": NHWC})
+    assert ours.graph.op_counts() == {"Softmax": 1}
+
+
+def test_concat_on_channels():
+    model = make_model([helper.make_node("Concat", ["a", "b"], ["y"], axis=1)],
+                       [("a", SHAPE), ("b", [2, 4, 5, 7])], [("y", [2, 7, 5, 7])])
+    check_against_ort(model, {"a": NHWC, "b": NHWC, "y": NHWC})
+
+
+def test_resize_only_graph_with_nchw_factors():
+    scales = np.array([1, 1, 3, 2], np.float32)
+    model = make_model([helper.make_node("Resize", ["x", "", "scales"], ["y"],
+                                         mode="nearest")],
+                       [("x", SHAPE)], [("y", [2, 3, 15, 14])], {"scales": scales})
+    ours, _ = check_against_ort(model, {"x": NHWC, "y": NHWC})
+    assert transposes(ours) == 0
+
+
+def test_gemm_only_graph_keeps_rank2_io():
+    rng = np.random.default_rng(4)
+    model = make_model([helper.make_node("Gemm", ["x", "w", "b"], ["y"])],
+                       [("x", [2, 6])], [("y", [2, 4])],
+                       {"w": rng.standard_normal((6, 4)).astype(np.float32),
+                        "b": rng.standard_normal(4).astype(np.float32)})
+    check_against_ort(model, {"x": None, "y": None})
+
+
+def test_squeezenet_style_nc11_output_comes_out_n11c():
+    rng = np.random.default_rng(5)
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["c"]),
+                        helper.make_node("GlobalAveragePool", ["c"], ["g"]),
+                        helper.make_node("Flatten", ["g"], ["f"]),
+                        helper.make_node("Gemm", ["f", "w2"], ["d"]),
+                        helper.make_node("Reshape", ["d", "shape"], ["y"])],
+                       [("x", SHAPE)], [("y", [2, 4, 1, 1])],
+                       {"w": rng.standard_normal((6, 3, 1, 1)).astype(np.float32),
+                        "w2": rng.standard_normal((6, 4)).astype(np.float32),
+                        "shape": np.array([2, 4, 1, 1], np.int64)})
+    ours, _ = check_against_ort(model, {"x": NHWC, "y": NHWC})
+    assert list(ours.graph.outputs[0].shape) == [2, 1, 1, 4]
+    assert ours.graph.outputs[0].name == "y"
+
+
+def test_keras_export_with_boundary_transposes_has_none_left():
+    """tf2onnx/keras2onnx style: NHWC input -> Transpose(0,3,1,2) -> NCHW ops ->
+    Transpose(0,2,3,1) -> NHWC output."""
+    rng = np.random.default_rng(6)
+    model = make_model([helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+                        helper.make_node("Conv", ["t", "w"], ["c"], pads=[1, 1, 1, 1]),
+                        helper.make_node("Relu", ["c"], ["r"]),
+                        helper.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 3, 1])],
+                       [("x", [2, 5, 7, 3])], [("y", [2, 5, 7, 4])],
+                       {"w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32)})
+    ours, ctx = check_against_ort(model, {"x": None, "y": None})
+    assert transposes(ours) == 0
+    assert ours.graph.inputs[0].layout == "NHWC" and ours.graph.outputs[0].layout == "NHWC"
+    assert any("NHWC at the source" in d.detail for d in ctx.decisions)
+
+
+def test_batch_of_matrices_input_keeps_its_order():
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                       [("a", [2, 3, 5, 7]), ("b", [2, 3, 7, 4])], [("y", [2, 3, 5, 4])])
+    ours, ctx = check_against_ort(model, {"a": None, "b": None, "y": None})
+    assert all(v.layout is None for v in ours.graph.inputs + ours.graph.outputs)
+    kept = [d for d in ctx.decisions if "batch of matrices" in d.detail]
+    assert len(kept) == 2
+
+
+def test_bare_flatten_output_is_refused_naming_the_input_and_the_flag():
+    model = make_model([helper.make_node("Flatten", ["x"], ["y"])],
+                       [("x", SHAPE)], [("y", [2, 105])])
+    with pytest.raises(UnsupportedOpError) as err:
+        dialect(model)
+    assert "--keep-layout x" in str(err.value)
+    assert err.value.keep_layout_suggestion == ["x"]
+
+
+def test_keep_layout_keeps_the_input_in_source_order():
+    model = make_model([helper.make_node("Flatten", ["x"], ["y"])],
+                       [("x", SHAPE)], [("y", [2, 105])])
+    ours, ctx = check_against_ort(model, {"x": None, "y": None}, keep_layout=["x"])
+    assert any("--keep-layout" in d.detail for d in ctx.decisions)
+
+
+def test_keep_layout_of_an_output_puts_it_back_in_source_order():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                       [("x", SHAPE)], [("y", [2, 3, 1, 1])]) if False else make_model(
+        [helper.make_node("Relu", ["x"], ["y"])], [("x", [2, 3, 1, 1])], [("y", [2, 3, 1, 1])])
+    ours, _ = check_against_ort(model, {"x": NHWC, "y": None}, keep_layout=["y"])
+    assert transposes(ours) == 0 and list(ours.graph.outputs[0].shape) == [2, 3, 1, 1]
+
+
+def test_keep_layout_of_an_unknown_name_is_a_usage_error():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", SHAPE)], [("y", SHAPE)])
+    with pytest.raises(UsageError, match="'nope'"):
+        dialect(model, keep_layout=["nope"])
+
+
+def test_softmax_on_a_spatial_axis_needs_allow_transpose_and_then_converts():
+    model = make_model([helper.make_node("Softmax", ["x"], ["y"], axis=3)],
+                       [("x", SHAPE)], [("y", SHAPE)])
+    with pytest.raises(UnsupportedOpError, match="Softmax"):
+        dialect(model)
+    ours, ctx = check_against_ort(model, {"x": NHWC, "y": NHWC}, allow_transpose=True)
+    assert transposes(ours) == 2
+    assert len([w for w in ctx.warnings if "inserted Transpose" in w]) == 2
