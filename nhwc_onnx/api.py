@@ -120,6 +120,7 @@ def convert(
     exact_cut: bool = True,
     progress: Callable[[str], None] | None = None,
     strict: bool = False,
+    keep_layout: Sequence[str] = (),
 ) -> ConversionResult:
     """Convert ``source`` to the dialect; write ``output`` (atomically) when given.
 
@@ -127,6 +128,8 @@ def convert(
     written in that case. With ``exact_cut`` a refusal (UnsupportedOpError) carries the checked
     exact cut in ``.exact_cut`` (see ``nhwc_onnx.cut``) and its message ends with it.
     ``progress(stage)`` is called as each stage starts: load, passes, cut, write, done.
+    ``keep_layout`` names graph inputs/outputs kept in the source's axis order instead of
+    NHWC (the layout contract's per-name override).
     """
     stage = progress or (lambda _name: None)
     from .passes import PassContext
@@ -142,6 +145,8 @@ def convert(
                                    approximate_padding)
     if strict:  # only when set: default conversions keep their bytes
         report.options["strict"] = True
+    if keep_layout:
+        report.options["keep_layout"] = list(keep_layout)
     t0 = time.perf_counter()
     try:
         stage("load")
@@ -157,6 +162,7 @@ def convert(
             "allow_transpose": allow_transpose,
             "approximate_padding": approximate_padding,
             "strict": strict,
+            "keep_layout": list(keep_layout),
         })
         stage("passes")
         manager, ctx = to_dialect(model, ctx)

@@ -95,6 +95,8 @@ def register(cli: click.Group) -> None:
               help="Kept for old command lines: no rewrite needs it now (see --strict).")
 @click.option("--strict", is_flag=True,
               help="Refuse rounding-level rewrites too (x/c as x*(1/c), ...): bit-exact only.")
+@click.option("--keep-layout", "keep_layout", multiple=True, metavar="NAME[,NAME]",
+              help="Keep these graph inputs/outputs in the source's axis order (not NHWC).")
 @click.option("--report", "report_path", type=click.Path(),
               help="Write the conversion report as JSON (several sources: a folder that gets "
                    "one <output name>.report.json per model).")
@@ -109,8 +111,8 @@ def register(cli: click.Group) -> None:
 @click.pass_obj
 def convert(settings, sources, output, output_dir, framework, weights, seed, input_names,
             output_names, input_shapes, batch, signature, domain, weights_as_constants,
-            allow_transpose, approximate_padding, strict, report_path, do_verify, bisect, atol,
-            rtol, jobs):
+            allow_transpose, approximate_padding, strict, keep_layout, report_path, do_verify,
+            bisect, atol, rtol, jobs):
     """Convert TensorFlow, Caffe or ONNX models to the NHWC dialect.
 
     Nothing is written when a model cannot be converted exactly. Exit codes: 0 ok,
@@ -120,7 +122,8 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
                                 input_shapes, batch, signature)
     flags = {"domain": "" if domain == "default" else "nhwc",
              "weights_as_constants": weights_as_constants, "allow_transpose": allow_transpose,
-             "approximate_padding": approximate_padding, "strict": strict}
+             "approximate_padding": approximate_padding, "strict": strict,
+             "keep_layout": tuple(n for item in keep_layout for n in item.split(",") if n)}
     if len(sources) > 1 or output_dir:
         if output:
             raise click.UsageError("use --output-dir (not -o) with several sources")
