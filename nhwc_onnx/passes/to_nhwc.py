@@ -237,8 +237,8 @@ def _needs_work(state: LayoutState) -> bool:
     for node in state.graph.nodes:
         if is_spatial(node.op) and node.attrs.get("data_format", "NCHW") == "NCHW":
             return True
-        if node.op == "Transpose" and list(node.attrs.get("perm") or []) == [0, 3, 1, 2]:
-            return True  # the source turns an NHWC tensor into NCHW: that tensor stays NHWC
+        if node.op == "Transpose":
+            return True  # e.g. NHWC -> NCHW at the source, or a Permute before Flatten -> Dense
     return False
 
 
