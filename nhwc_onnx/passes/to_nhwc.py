@@ -265,6 +265,9 @@ def _settle_outputs(state: LayoutState, model: Model, keep: set[str], nchw: bool
                     transposed: set[int]) -> None:
     """Give each graph output its contract layout (NHWC image, kept, or not an image)."""
     graph = model.graph
+    # Nodes computed from an NHWC-stored input: an output among them that ended in source order
+    # (after a layout Transpose) is still an image, so it goes back to NHWC as well.
+    from_images = {id(n) for v in graph.inputs if state.permuted(v) for n in _reached_nodes(v)}
     for i, v in enumerate(list(graph.outputs)):
         if v.is_const or v.shape is None:
             continue
@@ -273,7 +276,8 @@ def _settle_outputs(state: LayoutState, model: Model, keep: set[str], nchw: bool
         if v.name in keep:
             target = identity(rank)
         elif rank in (4, 5) and nchw and is_identity(sigma) and id(v) not in transposed:
-            if not same_bytes(src, sigma, channels_last(rank)) or v in graph.inputs:
+            if v in graph.inputs or not (same_bytes(src, sigma, channels_last(rank))
+                                         or id(v.producer()) in from_images):
                 state.ctx.record("layout", v.name, "graph output computed in source axis order "
                                  "(not an image: e.g. a MatMul result); kept as it is",
                                  perm=list(sigma))

@@ -160,6 +160,26 @@ def single_axis(state: LayoutWalk, node: Node) -> None:
     _outputs(state, node, sigma)
 
 
+def softmax_axis(state: LayoutWalk, node: Node) -> None:
+    """Softmax/LogSoftmax: the dialect normalises the last (non-trivial) axis. When the source
+    axis is last in source order but not in the stored one (e.g. the W axis of an NCHW map),
+    reading the source order needs a layout Transpose (recorded, or inserted when allowed)."""
+    src, sigma = state.src_shape(node.inputs[0]), state.sig(node.inputs[0])
+    default = CORE_OPS[node.op].with_defaults({})["axis"]
+    axis = _axis_of(node.attrs.get("axis", default), len(sigma))
+    stored_axis = inverse(sigma)[axis]
+    last_stored = all(src[a] == 1 for a in sigma[stored_axis + 1:])
+    last_source = all(d == 1 for d in src[axis + 1:])
+    if last_stored or not last_source:
+        single_axis(state, node)
+        return
+    state.coerce(node, 0, identity(len(sigma)),
+                 f"{node.op} over axis {axis} of the NCHW tensor {list(src)} (its last axis); "
+                 "stored NHWC that axis is not last, so the dialect's last-axis softmax needs "
+                 "a layout Transpose")
+    _outputs(state, node, ())
+
+
 def concat(state: LayoutWalk, node: Node) -> None:
     target = next(state.sig(v) for v in node.inputs if state.permuted(v))
     for i in range(len(node.inputs)):

@@ -371,7 +371,7 @@ for _name in ("Softmax", "LogSoftmax"):
     core_op(_name, f"{_name} along one axis (ONNX-13 semantics; frontends express older "
             "coerce-to-2-D forms with Flatten/Reshape).", ["X"],
             attrs={"axis": Attr(A.INT, default=-1)}, layout=LayoutClass.ATTRIBUTE,
-            infer=_infer_softmax, layout_rule=lr.single_axis,
+            infer=_infer_softmax, layout_rule=lr.softmax_axis,
             evaluate=_softmax(_name == "LogSoftmax"), **_MOVES)
 
 

@@ -20,9 +20,9 @@ from tests.frontends.caffe.caffe_testlib import (
 from tests.frontends.caffe.test_layers_opencv import CASES, layer, net
 
 
-def run_dialect(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+def run_dialect(model, feeds: dict[str, np.ndarray], keep_layout=()) -> list[np.ndarray]:
     """Convert in place, feed NHWC inputs, return outputs permuted back to Caffe's layout."""
-    to_dialect(model, PassContext())
+    to_dialect(model, PassContext(options={"keep_layout": list(keep_layout)}))
     assert all(n.domain == "nhwc" for n in model.graph.nodes)
     nhwc = {}
     for name, x in feeds.items():
@@ -37,12 +37,12 @@ def run_dialect(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     return outs
 
 
-def check_e2e(tmp_path: Path, text: str, tol: float = 1e-4):
+def check_e2e(tmp_path: Path, text: str, tol: float = 1e-4, keep_layout=()):
     proto, weights, model = make_net(tmp_path, text)
     feeds = random_feeds(model)
     layers = source_pins(model.graph.outputs)
     theirs = opencv_forward(proto, weights, feeds, layers)
-    ours = run_dialect(model, feeds)
+    ours = run_dialect(model, feeds, keep_layout)
     for name, got, ref in zip(layers, ours, theirs):
         assert got.shape == ref.shape, f"{name}: {got.shape} vs OpenCV {ref.shape}"
         err = max_rel_error(got, ref)
@@ -60,10 +60,23 @@ MAY_BE_REFUSED = {
 }
 
 
+# Nets that flatten/reshape the NCHW input blob itself into the output: by the layout contract
+# (the input is NHWC) they need a layout Transpose, so they are refused with a hint naming the
+# input, and convert exactly with that input kept in source order (--keep-layout).
+KEEP_LAYOUT = {"flatten": ["data"], "ip_axis2": ["data"], "reshape": ["data"],
+               "reshape_axis_numaxes": ["data"]}
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_layer_through_pipeline(tmp_path, case):
     text = CASES[case]
     text = text if text.startswith("input:") else net(text)
+    if case in KEEP_LAYOUT:
+        with pytest.raises(UnsupportedOpError) as refused:
+            check_e2e(tmp_path, text)
+        assert refused.value.keep_layout_suggestion == KEEP_LAYOUT[case]
+        check_e2e(tmp_path, text, keep_layout=KEEP_LAYOUT[case])
+        return
     if case not in MAY_BE_REFUSED:
         check_e2e(tmp_path, text)
         return
