@@ -177,3 +177,50 @@ def test_softmax_on_a_spatial_axis_needs_allow_transpose_and_then_converts():
     ours, ctx = check_against_ort(model, {"x": NHWC, "y": NHWC}, allow_transpose=True)
     assert transposes(ours) == 2
     assert len([w for w in ctx.warnings if "inserted Transpose" in w]) == 2
+
+
+def test_rank5_input_becomes_ndhwc():
+    rng = np.random.default_rng(7)
+    model = make_model([helper.make_node("Mul", ["x", "scale"], ["y"])],
+                       [("x", [2, 3, 4, 5, 6])], [("y", [2, 3, 4, 5, 6])],
+                       {"scale": rng.standard_normal((3, 1, 1, 1)).astype(np.float32)})
+    ours, _ = check_against_ort(model, {"x": [0, 2, 3, 4, 1], "y": [0, 2, 3, 4, 1]})
+    assert list(ours.graph.inputs[0].shape) == [2, 4, 5, 6, 3]
+
+
+def test_convert_writes_the_permutations_and_verify_maps_them(tmp_path):
+    from nhwc_onnx.api import convert as api_convert
+    from nhwc_onnx.api import verify
+    from nhwc_onnx.serialize import load
+
+    source = tmp_path / "affine.onnx"
+    rng = np.random.default_rng(8)
+    onnx.save(make_model([helper.make_node("Mul", ["x", "scale"], ["y"])], [("x", SHAPE)],
+                         [("y", SHAPE)],
+                         {"scale": rng.standard_normal((1, 3, 1, 1)).astype(np.float32)}),
+              source)
+    result = api_convert(source, tmp_path / "out.onnx")
+    assert result.report.io_permutations == {"x": NHWC, "y": NHWC}
+    written = load(tmp_path / "out.onnx")
+    assert written.io_permutations == {"x": NHWC, "y": NHWC}
+    assert verify(source, tmp_path / "out.onnx").ok
+
+
+def test_cli_keep_layout(tmp_path):
+    from click.testing import CliRunner
+
+    from nhwc_onnx.cli import cli
+
+    runner = CliRunner()
+    source = tmp_path / "flat.onnx"
+    onnx.save(make_model([helper.make_node("Flatten", ["x"], ["y"])], [("x", SHAPE)],
+                         [("y", [2, 105])]), source)
+    refused = runner.invoke(cli, ["convert", str(source), "-o", str(tmp_path / "a.onnx")])
+    assert refused.exit_code == 1 and "--keep-layout x" in refused.output
+    assert not (tmp_path / "a.onnx").exists()
+    kept = runner.invoke(cli, ["convert", str(source), "-o", str(tmp_path / "b.onnx"),
+                                     "--keep-layout", "x", "--verify"])
+    assert kept.exit_code == 0, kept.output
+    unknown = runner.invoke(cli, ["convert", str(source), "-o", str(tmp_path / "c.onnx"),
+                                        "--keep-layout", "x,nope"])
+    assert unknown.exit_code == 2 and "'nope'" in unknown.output

@@ -148,7 +148,7 @@ class OnnxImporter:
             if proto is None and name not in self.options.input_shapes:
                 raise InvalidModelError(f"input '{name}' is not a graph input; give its shape")
             shape = self._resolve_shape(name, shape)
-            value = Value(name, dtype, shape, NCHW if len(shape) == 4 else None)
+            value = Value(name, dtype, shape, NCHW if len(shape) in (4, 5) else None)
             value.meta["source_name"] = name
             result.append(value)
         return result
