@@ -224,3 +224,14 @@ def test_cli_keep_layout(tmp_path):
     unknown = runner.invoke(cli, ["convert", str(source), "-o", str(tmp_path / "c.onnx"),
                                         "--keep-layout", "x,nope"])
     assert unknown.exit_code == 2 and "'nope'" in unknown.output
+
+
+def test_softmax_on_an_inner_axis_moves_it_last_only_with_allow_transpose():
+    """Softmax over H (axis 2): not last in NCHW nor in NHWC; Transpose there and back."""
+    model = make_model([helper.make_node("Softmax", ["x"], ["y"], axis=2)],
+                       [("x", SHAPE)], [("y", SHAPE)])
+    with pytest.raises(UnsupportedOpError, match="not the last"):
+        dialect(model)
+    ours, ctx = check_against_ort(model, {"x": NHWC, "y": NHWC}, allow_transpose=True)
+    assert transposes(ours) == 2
+    assert len([w for w in ctx.warnings if "inserted Transpose" in w]) == 2
