@@ -172,8 +172,11 @@ def test_keep_layout_of_an_unknown_name_is_a_usage_error():
 def test_softmax_on_a_spatial_axis_needs_allow_transpose_and_then_converts():
     model = make_model([helper.make_node("Softmax", ["x"], ["y"], axis=3)],
                        [("x", SHAPE)], [("y", SHAPE)])
-    with pytest.raises(UnsupportedOpError, match="Softmax"):
+    with pytest.raises(UnsupportedOpError, match="Softmax") as refused:
         dialect(model)
+    assert refused.value.keep_layout_suggestion == ["x"]  # a layout refusal, with the way out
+    kept, _ = check_against_ort(model, {"x": None, "y": None}, keep_layout=["x"])
+    assert transposes(kept) == 0
     ours, ctx = check_against_ort(model, {"x": NHWC, "y": NHWC}, allow_transpose=True)
     assert transposes(ours) == 2
     assert len([w for w in ctx.warnings if "inserted Transpose" in w]) == 2
