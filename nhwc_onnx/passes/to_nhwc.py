@@ -198,6 +198,13 @@ def _seed_inputs(state: LayoutState, model: Model, keep: set[str]) -> list[Value
     graph = model.graph
     seeded = []
     for v in graph.inputs:
+        if (not v.is_const and v.shape is not None and len(v.shape) == 3 and v.uses()
+                and v.name not in keep
+                and all(_reads_as_1d_map(n, i) for n, i in v.uses())):
+            _seed(state, model, v, (0, 2, 1), "graph input N,C,L -> stored N,L,C (a 1-D "
+                  "feature map)")
+            seeded.append(v)
+            continue
         if v.is_const or v.shape is None or len(v.shape) not in (4, 5):
             continue
         uses = v.uses()
@@ -222,13 +229,32 @@ def _seed_inputs(state: LayoutState, model: Model, keep: set[str]) -> list[Value
                              "(MatMul): not an image, kept in source axis order",
                              perm=list(identity(rank)))
             continue
-        sigma = channels_last(rank)
-        state.set_sig(v, sigma)
-        model.io_permutations[v.name] = list(sigma)
-        state.ctx.record("layout", v.name, "graph input NCHW -> stored NHWC", perm=list(sigma))
-        state.changed = True
+        _seed(state, model, v, channels_last(rank), "graph input NCHW -> stored NHWC")
         seeded.append(v)
     return seeded
+
+
+def _seed(state: LayoutState, model: Model, v: Value, sigma: Perm, why: str) -> None:
+    state.set_sig(v, sigma)
+    model.io_permutations[v.name] = list(sigma)
+    state.ctx.record("layout", v.name, why, perm=list(sigma))
+    state.changed = True
+
+
+def _reads_as_1d_map(node: Node, index: int) -> bool:
+    """Whether ``node`` reads its rank-3 input ``index`` as an N,C,L feature map: a 1-D
+    conv/pool (lifted to N,C,1,L for a 2-D NCHW op) or a BatchNormalization over C."""
+    if index != 0:
+        return False
+    if node.op == "BatchNormalization":
+        return node.attrs.get("axis", 1) in (1, -2)
+    if node.op != "Reshape":
+        return False
+    x, out = node.inputs[0], node.outputs[0]
+    if x.shape is None or out.shape is None or len(out.shape) != 4:
+        return False
+    lifted = tuple(out.shape) == (x.shape[0], x.shape[1], 1, x.shape[2])
+    return lifted and bool(out.uses()) and all(reads_nchw_image(n, i) for n, i in out.uses())
 
 
 def _needs_work(state: LayoutState) -> bool:
@@ -329,6 +355,9 @@ def _finish(state: LayoutState, model: Model, nchw: bool, transposed: set[int]) 
 def _tag(state: LayoutState, v: Value, nchw: bool, nhwc_at_source: bool) -> None:
     """Layout tag (written as dimension denotations) only where it is true."""
     rank = len(v.shape) if v.shape is not None else 0
+    if not v.is_const and rank == 3 and tuple(state.sig(v)) == (0, 2, 1):
+        v.layout = NHWC  # an N,C,L map stored N,L,C
+        return
     if v.is_const or rank not in (4, 5):
         if v.layout == NCHW:
             v.layout = None

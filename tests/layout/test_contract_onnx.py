@@ -238,3 +238,59 @@ def test_softmax_on_an_inner_axis_moves_it_last_only_with_allow_transpose():
     ours, ctx = check_against_ort(model, {"x": NHWC, "y": NHWC}, allow_transpose=True)
     assert transposes(ours) == 2
     assert len([w for w in ctx.warnings if "inserted Transpose" in w]) == 2
+
+
+def _conv1d_model(*nodes, inits=None, out_shape=(2, 4, 9)):
+    rng = np.random.default_rng(9)
+    inits = {"w": rng.standard_normal((4, 3, 3)).astype(np.float32),
+             "b": rng.standard_normal(4).astype(np.float32), **(inits or {})}
+    return make_model(list(nodes), [("x", [2, 3, 11])], [("y", list(out_shape))], inits)
+
+
+NLC = [0, 2, 1]
+
+
+def test_conv1d_input_and_output_become_nlc():
+    model = _conv1d_model(helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 2],
+                                           strides=[1], dilations=[2]),
+                          helper.make_node("Relu", ["c"], ["y"]), out_shape=(2, 4, 10))
+    ours, _ = check_against_ort(model, {"x": NLC, "y": NLC})
+    assert transposes(ours) == 0 and list(ours.graph.inputs[0].shape) == [2, 11, 3]
+    assert ours.graph.inputs[0].layout == "NHWC"  # denoted N,L,C
+
+
+@pytest.mark.parametrize("op, attrs, out_len", [
+    ("MaxPool", {"kernel_shape": [3], "strides": [2]}, 5),
+    ("AveragePool", {"kernel_shape": [2], "pads": [1, 0], "count_include_pad": 1}, 11),
+])
+def test_pool1d_on_ncl(op, attrs, out_len):
+    model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)],
+                       [("x", [2, 3, 11])], [("y", [2, 3, out_len])])
+    ours, _ = check_against_ort(model, {"x": NLC, "y": NLC})
+    assert transposes(ours) == 0
+
+
+def test_batchnorm_over_ncl_channels():
+    rng = np.random.default_rng(10)
+    params = {k: rng.uniform(0.5, 1.5, 3).astype(np.float32) for k in ("s", "b", "m", "v")}
+    model = make_model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"],
+                                         ["y"])],
+                       [("x", [2, 3, 11])], [("y", [2, 3, 11])], params)
+    check_against_ort(model, {"x": NLC, "y": NLC})
+
+
+def test_other_rank3_tensors_keep_their_shape():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                       [("x", [2, 3, 11])], [("y", [2, 3, 11])])
+    ours, _ = check_against_ort(model, {"x": None, "y": None})
+    assert ours.graph.inputs[0].layout is None
+
+
+def test_conv3d_is_refused_cleanly():
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["y"])],
+                       [("x", [1, 2, 3, 4, 5])], [("y", [1, 1, 3, 4, 5])],
+                       {"w": np.ones((1, 2, 1, 1, 1), np.float32)})
+    from nhwc_onnx.errors import NhwcOnnxError
+
+    with pytest.raises(NhwcOnnxError, match="3-D"):
+        dialect(model)

@@ -66,10 +66,10 @@ def _auto_pad(ctx: NodeCtx) -> str:
     return mode
 
 
-def _pads(ctx: NodeCtx, mode: str) -> list[int] | None:
+def _pads(ctx: NodeCtx, mode: str, dims: int = 2) -> list[int] | None:
     if mode != "NOTSET":
         return None
-    pads = _spatial(ctx, "pads", [0, 0, 0, 0])
+    pads = _spatial(ctx, "pads", [0] * (2 * dims))
     if any(p < 0 for p in pads):
         ctx.refuse(f"negative pads {pads} are not supported")
     return pads
@@ -88,9 +88,55 @@ def _kernel(ctx: NodeCtx) -> list[int]:
     return kernel
 
 
+def _is_1d(ctx: NodeCtx) -> bool:
+    return ctx.rank(0) == 3
+
+
+def _attrs_1d_as_2d(ctx: NodeCtx, kernel: list[int], mode: str) -> dict:
+    """1-D window attributes as a 1 x k 2-D window (H = 1)."""
+    pads = _pads(ctx, mode, 1)
+    return {"kernel_shape": [1, kernel[0]], "strides": [1, *_positive(ctx, "strides", [1])],
+            "dilations": [1, *_positive(ctx, "dilations", [1])], "auto_pad": mode,
+            "pads": None if pads is None else [0, pads[0], 0, pads[1]], "data_format": "NCHW"}
+
+
+def _emit_1d_as_2d(ctx: NodeCtx, op: str, inputs: list, attrs: dict, channels_out: int) -> None:
+    """An op on N,C,L as Reshape to N,C,1,L, the 2-D op, Reshape back to N,C',L'. The layout
+    pass stores the N,C,L map as N,L,C, so both Reshapes are free on the stored bytes."""
+    shape = ctx.shape(0)
+    if shape is None or any(d is None for d in shape):
+        ctx.refuse("a 1-D op needs the input's static shape")
+    n, c, length = (int(d) for d in shape)
+    lifted = ctx.emit("Reshape", [inputs[0], ctx.constant(np.array([n, c, 1, length], np.int64),
+                                                          "shape_2d")],
+                      outputs=1, suffix="as_2d").output
+    y = ctx.emit(op, [lifted, *inputs[1:]], attrs, outputs=1, suffix="2d").output
+    ctx.emit("Reshape", [y, ctx.constant(np.array([n, channels_out, -1], np.int64),
+                                         "shape_1d")], outputs=[ctx.output(0)])
+
+
+def _conv_1d(ctx: NodeCtx) -> None:
+    weight = ctx.require_input(1, "W")
+    wshape = ctx.shape(1)
+    if wshape is None or len(wshape) != 3 or any(d is None for d in wshape):
+        ctx.refuse("a 1-D convolution needs its weight's static shape (M, C/group, k)")
+    m, cg, k = (int(d) for d in wshape)
+    kernel = _positive(ctx, "kernel_shape", [k])
+    mode = _auto_pad(ctx)
+    attrs = _attrs_1d_as_2d(ctx, kernel, mode)
+    attrs.update({"group": _group(ctx), "weight_layout": "OIHW"})
+    w2d = ctx.emit("Reshape", [weight, ctx.constant(np.array([m, cg, 1, k], np.int64),
+                                                    "weight_2d")],
+                   outputs=1, suffix="weight_2d").output
+    _emit_1d_as_2d(ctx, "Conv", [ctx.require_input(0, "X"), w2d, ctx.input(2)], attrs, m)
+
+
 @REGISTRY.register("Conv")
 def conv(ctx: NodeCtx, node: onnx.NodeProto) -> None:
-    """2-D convolution (OIHW weights)."""
+    """2-D convolution (OIHW weights); 1-D as a 1 x k 2-D convolution."""
+    if _is_1d(ctx):
+        _conv_1d(ctx)
+        return
     _require_2d(ctx)
     mode = _auto_pad(ctx)
     attrs = {
@@ -170,11 +216,29 @@ def _pool_attrs(ctx: NodeCtx) -> dict:
     }
 
 
+def _pool_1d(ctx: NodeCtx, op: str, extra: dict) -> None:
+    mode = _auto_pad(ctx)
+    if ctx.attr("kernel_shape") is None:
+        ctx.refuse("kernel_shape is required")
+    attrs = _attrs_1d_as_2d(ctx, _positive(ctx, "kernel_shape", [1]), mode)
+    attrs["ceil_mode"] = int(ctx.attr("ceil_mode", 0))
+    attrs.update(extra)
+    if op == "AveragePool":
+        if attrs.pop("dilations") != [1, 1]:
+            ctx.refuse("dilated average pooling is not supported")
+    shape = ctx.shape(0)
+    _emit_1d_as_2d(ctx, op, [ctx.require_input(0, "X")], attrs,
+                   int(shape[1]) if shape is not None and shape[1] is not None else -1)
+
+
 @REGISTRY.register("MaxPool")
 def max_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
-    """2-D max pooling (the Indices output is refused)."""
+    """2-D max pooling (the Indices output is refused); 1-D as a 1 x k window."""
     if len(ctx.proto.output) > 1 and ctx.proto.output[1] and ctx.is_used(ctx.proto.output[1]):
         ctx.refuse("the Indices output is not supported")
+    if _is_1d(ctx):
+        _pool_1d(ctx, "MaxPool", {})
+        return
     attrs = _pool_attrs(ctx)
     attrs["dilations"] = _positive(ctx, "dilations", [1, 1])
     ctx.emit("MaxPool", [ctx.require_input(0, "X")], attrs, outputs=[ctx.output(0)])
@@ -182,7 +246,10 @@ def max_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
 
 @REGISTRY.register("AveragePool")
 def average_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
-    """2-D average pooling (count_include_pad and ceil_mode kept)."""
+    """2-D average pooling (count_include_pad and ceil_mode kept); 1-D as a 1 x k window."""
+    if _is_1d(ctx):
+        _pool_1d(ctx, "AveragePool", {"count_include_pad": int(ctx.attr("count_include_pad", 0))})
+        return
     attrs = _pool_attrs(ctx)
     if _positive(ctx, "dilations", [1, 1]) != [1, 1]:
         ctx.refuse("dilated average pooling is not supported; dilations [1, 1] would convert")
