@@ -291,9 +291,11 @@ def _settle_outputs(state: LayoutState, model: Model, keep: set[str], nchw: bool
                     transposed: set[int]) -> None:
     """Give each graph output its contract layout (NHWC image, kept, or not an image)."""
     graph = model.graph
-    # Nodes computed from an NHWC-stored input: an output among them that ended in source order
-    # (after a layout Transpose) is still an image, so it goes back to NHWC as well.
-    from_images = {id(n) for v in graph.inputs if state.permuted(v) for n in _reached_nodes(v)}
+    # With --allow-transpose, an output computed from an NHWC-stored input that ended in source
+    # order after an inserted layout Transpose is still an image: it goes back to NHWC as well.
+    inserted = state.allow_transpose and state.problems
+    from_images = {id(n) for v in graph.inputs if inserted and state.permuted(v)
+                   for n in _reached_nodes(v)}
     for i, v in enumerate(list(graph.outputs)):
         if v.is_const or v.shape is None:
             continue
@@ -320,9 +322,9 @@ def _relayout_output(state: LayoutState, index: int, v: Value, target: Perm) -> 
     graph = state.graph
     src = state.src_shape(v)
     reader = graph.make_node("Identity", [v], name=f"{v.name}/layout")
+    wanted = "the source order (--keep-layout)" if is_identity(target) else "NHWC"
     state.coerce(reader, 0, target, f"graph output '{v.name}' is stored with permutation "
-                 f"{list(state.sig(v))} of its source axes; --keep-layout asks for the source "
-                 "order, which needs a layout Transpose")
+                 f"{list(state.sig(v))} of its source axes; {wanted} needs a layout Transpose")
     moved = reader.inputs[0]
     graph.remove_node(reader)
     if moved is v:
