@@ -294,3 +294,12 @@ def test_conv3d_is_refused_cleanly():
 
     with pytest.raises(NhwcOnnxError, match="3-D"):
         dialect(model)
+
+
+def test_rank3_source_transpose_stays_a_transpose():
+    """A (N, A, B) -> (N, B, A) Transpose of a non-image rank-3 tensor is data movement the
+    source asks for: the output keeps its source shape (no N,L,C relabelling)."""
+    model = make_model([helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1])],
+                       [("x", [2, 3, 4])], [("y", [2, 4, 3])])
+    ours, _ = check_against_ort(model, {"x": None, "y": None})
+    assert transposes(ours) == 1

@@ -226,7 +226,7 @@ def transpose(state: LayoutWalk, node: Node) -> None:
     # or when the result is only flattened into Dense-like layers (whose weight rows absorb
     # the order, as Keras Permute -> Flatten -> Dense).
     vanish = tuple(inverse(perm)[a] for a in sigma_in)
-    channels_last = (0, *range(2, rank), 1) if rank >= 3 else None
+    channels_last = (0, *range(2, rank), 1) if rank in (4, 5) else None  # rank 3: keep
     takes_vanish = (is_identity(vanish) or vanish == channels_last
                     or (vanish[0] == 0 and _only_flattened_into_dense(state, node.outputs[0])))
     sigma_out = vanish if takes_vanish else sigma_in
