@@ -49,6 +49,7 @@ class LayoutState:
         self.cache: dict[tuple, Value] = {}
         self.changed = False
         self.vanishing: list[Node] = []  # Transposes that became identities
+        self.blamed: set[str] = set()  # producers of graph outputs that need a Transpose
         for v in self.graph.values():
             if v.shape is not None:
                 self.src[id(v)] = tuple(v.shape)
@@ -303,6 +304,8 @@ def _settle_outputs(state: LayoutState, model: Model, keep: set[str], nchw: bool
         rank, sigma = len(src), state.sig(v)
         if v.name in keep:
             target = identity(rank)
+        elif rank < 4 and not is_identity(sigma) and tuple(sigma) != (0, 2, 1):
+            target = identity(rank)  # not an N,C,L map (e.g. a squeezed batch): source order
         elif rank in (4, 5) and nchw and is_identity(sigma) and id(v) not in transposed:
             if v in graph.inputs or not (same_bytes(src, sigma, channels_last(rank))
                                          or id(v.producer()) in from_images):
@@ -327,6 +330,8 @@ def _relayout_output(state: LayoutState, index: int, v: Value, target: Perm) -> 
                  f"{list(state.sig(v))} of its source axes; {wanted} needs a layout Transpose")
     moved = reader.inputs[0]
     graph.remove_node(reader)
+    if state.problems and state.problems[-1].node == reader.name and v.producer() is not None:
+        state.blamed.add(v.producer().name)  # so the hint can name the inputs behind it
     if moved is v:
         return
     name, meta = v.name, dict(v.meta)
@@ -410,7 +415,7 @@ def _visit(state: LayoutState, node: Node) -> None:
 
 def _inputs_behind_problems(state: LayoutState, seeded: list[Value]) -> list[str]:
     """The NHWC-stored graph inputs from which a refused node is computed."""
-    bad = {p.node for p in state.problems}
+    bad = {p.node for p in state.problems} | state.blamed
     return [v.name for v in seeded if any(n.name in bad for n in _reached_nodes(v))]
 
 

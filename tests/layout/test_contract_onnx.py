@@ -303,3 +303,16 @@ def test_rank3_source_transpose_stays_a_transpose():
                        [("x", [2, 3, 4])], [("y", [2, 4, 3])])
     ours, _ = check_against_ort(model, {"x": None, "y": None})
     assert transposes(ours) == 1
+
+
+def test_squeezed_batch_output_is_not_relabelled():
+    """[1,C,H,W] -> Squeeze(0) -> (C,H,W): a rank-3 output that is no N,C,L map keeps its
+    source order; from an NHWC-stored input that needs a Transpose, so the refusal names the
+    input, which converts kept."""
+    model = make_model([helper.make_node("Squeeze", ["x", "axes"], ["y"])],
+                       [("x", [1, 3, 4, 5])], [("y", [3, 4, 5])],
+                       {"axes": np.array([0], np.int64)})
+    with pytest.raises(UnsupportedOpError) as refused:
+        dialect(model)
+    assert refused.value.keep_layout_suggestion == ["x"]
+    check_against_ort(model, {"x": None, "y": None}, keep_layout=["x"])
