@@ -316,3 +316,31 @@ def test_squeezed_batch_output_is_not_relabelled():
         dialect(model)
     assert refused.value.keep_layout_suggestion == ["x"]
     check_against_ort(model, {"x": None, "y": None}, keep_layout=["x"])
+
+
+def test_pnet_like_keras_export_has_no_transpose_and_identity_permutations():
+    """An MTCNN P-net shaped tf2onnx export: NHWC input, Transpose to NCHW, Conv/PRelu/MaxPool,
+    two heads (a Softmax over channels, a box regression), each Transposed back to NHWC."""
+    rng = np.random.default_rng(11)
+    f32 = np.float32
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+             helper.make_node("Conv", ["t", "w1", "b1"], ["c1"]),
+             helper.make_node("PRelu", ["c1", "slope"], ["p1"]),
+             helper.make_node("MaxPool", ["p1"], ["m1"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["m1", "w2", "b2"], ["cls"]),
+             helper.make_node("Softmax", ["cls"], ["prob"], axis=1),
+             helper.make_node("Transpose", ["prob"], ["prob_nhwc"], perm=[0, 2, 3, 1]),
+             helper.make_node("Conv", ["m1", "w3", "b3"], ["box"]),
+             helper.make_node("Transpose", ["box"], ["box_nhwc"], perm=[0, 2, 3, 1])]
+    inits = {"w1": rng.standard_normal((5, 3, 3, 3)).astype(f32),
+             "b1": rng.standard_normal(5).astype(f32),
+             "slope": rng.uniform(0, 0.5, (5, 1, 1)).astype(f32),
+             "w2": rng.standard_normal((2, 5, 1, 1)).astype(f32),
+             "b2": rng.standard_normal(2).astype(f32),
+             "w3": rng.standard_normal((4, 5, 1, 1)).astype(f32),
+             "b3": rng.standard_normal(4).astype(f32)}
+    model = make_model(nodes, [("x", [1, 13, 11, 3])],
+                       [("prob_nhwc", [1, 5, 4, 2]), ("box_nhwc", [1, 5, 4, 4])], inits)
+    ours, _ = check_against_ort(model, {"x": None, "prob_nhwc": None, "box_nhwc": None})
+    assert transposes(ours) == 0
+    assert all(v.layout == "NHWC" for v in ours.graph.inputs + ours.graph.outputs)
