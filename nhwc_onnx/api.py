@@ -170,7 +170,7 @@ def convert(
         if exact_cut:
             stage("cut")
             _attach_exact_cut(exc, src, fw, options, allow_transpose, approximate_padding,
-                              strict)
+                              strict, tuple(keep_layout))
         raise
     t2 = time.perf_counter()
     report.timings["passes"] = t2 - t1
@@ -212,13 +212,15 @@ def convert(
 
 
 def _attach_exact_cut(exc, src: Path, fw: str, options: FrontendOptions, allow_transpose: bool,
-                      approximate_padding: bool, strict: bool = False) -> None:
+                      approximate_padding: bool, strict: bool = False,
+                      keep_layout: tuple = ()) -> None:
     """Compute the checked exact cut of a refused conversion; end the message with it."""
     from .cut import ExactCut, suggest
 
     def try_convert(opts: FrontendOptions) -> None:
         convert(src, framework=fw, options=opts, allow_transpose=allow_transpose,
-                approximate_padding=approximate_padding, exact_cut=False, strict=strict)
+                approximate_padding=approximate_padding, exact_cut=False, strict=strict,
+                keep_layout=keep_layout)
 
     try:
         cut = suggest(str(src), fw, options, exc, try_convert)
