@@ -165,7 +165,7 @@ def _softmax(graph: Graph, node: Node, ctx: PassContext) -> bool:
 def _softmax_moved_last(graph: Graph, node: Node, ctx: PassContext, axis: int) -> bool:
     """--allow-transpose: swap ``axis`` with the last one, Softmax there, swap back (a warning
     per inserted Transpose)."""
-    x, y = node.input(0), node.output
+    x = node.input(0)
     rank = len(x.shape)
     perm = list(range(rank))
     perm[axis], perm[-1] = perm[-1], perm[axis]  # its own inverse

@@ -18,9 +18,6 @@ from ..errors import NodeProblem, UnsupportedOpError
 from ..ir import CORE, NCHW, NHWC, Model, Node, Value
 from ..schemas.base import CORE_OPS
 from ..schemas.core.layout_perm import (
-    NHWC as NHWC_PERM,
-)
-from ..schemas.core.layout_perm import (
     Perm,
     identity,
     is_identity,

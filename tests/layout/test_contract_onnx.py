@@ -151,7 +151,7 @@ def test_bare_flatten_output_is_refused_naming_the_input_and_the_flag():
 def test_keep_layout_keeps_the_input_in_source_order():
     model = make_model([helper.make_node("Flatten", ["x"], ["y"])],
                        [("x", SHAPE)], [("y", [2, 105])])
-    ours, ctx = check_against_ort(model, {"x": None, "y": None}, keep_layout=["x"])
+    _ours, ctx = check_against_ort(model, {"x": None, "y": None}, keep_layout=["x"])
     assert any("--keep-layout" in d.detail for d in ctx.decisions)
 
 

@@ -6,7 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.frontends.tensorflow.tf_helpers import close, freeze, load_bytes, rand, run_dialect, spec, tf
+from tests.frontends.tensorflow.tf_helpers import (
+    close,
+    freeze,
+    load_bytes,
+    rand,
+    run_dialect,
+    spec,
+    tf,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -223,9 +223,8 @@ def _pool_1d(ctx: NodeCtx, op: str, extra: dict) -> None:
     attrs = _attrs_1d_as_2d(ctx, _positive(ctx, "kernel_shape", [1]), mode)
     attrs["ceil_mode"] = int(ctx.attr("ceil_mode", 0))
     attrs.update(extra)
-    if op == "AveragePool":
-        if attrs.pop("dilations") != [1, 1]:
-            ctx.refuse("dilated average pooling is not supported")
+    if op == "AveragePool" and attrs.pop("dilations") != [1, 1]:
+        ctx.refuse("dilated average pooling is not supported")
     shape = ctx.shape(0)
     _emit_1d_as_2d(ctx, op, [ctx.require_input(0, "X")], attrs,
                    int(shape[1]) if shape is not None and shape[1] is not None else -1)
