@@ -9,6 +9,7 @@ removed on every error or signal).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -113,19 +114,27 @@ def atomic_write_text(path: str | os.PathLike, text: str, role: str = "output") 
     except OSError as exc:
         raise OutputPathError(f"{path}: cannot create the folder ({_reason(exc)})") from None
     mode = file_mode(target)
-    temps: list[Path] = []
-    try:
+    with temp_files(path, role) as temps:
         with open_temp(target, temps, "w") as handle:
             handle.write(text)
         os.chmod(temps[-1], mode)
         os.replace(temps[-1], target)
+    return target
+
+
+@contextlib.contextmanager
+def temp_files(path: str | os.PathLike, role: str = "output"):
+    """Yield the list that ``open_temp`` registers temp files in; on any error or signal
+    (KeyboardInterrupt, SystemExit) remove them, and report an OSError as unusable ``path``."""
+    temps: list[Path] = []
+    try:
+        yield temps
     except BaseException as exc:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise OutputPathError(f"{path}: cannot write the {role} ({_reason(exc)})") from None
         raise
-    return target
 
 
 def write_json(path: str | os.PathLike, data: dict, role: str = "report") -> Path:

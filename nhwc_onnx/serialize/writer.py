@@ -13,7 +13,7 @@ from onnx import TensorProto
 from .. import __version__
 from ..errors import OutputPathError
 from ..ir import CORE, DIALECT, Graph, Model, Value
-from ..outputs import file_mode, open_temp, write_target
+from ..outputs import file_mode, open_temp, temp_files, write_target
 from ..schemas import infer_shapes
 from .attributes import attribute_type, fill_attribute
 from .stream import write_streaming
@@ -206,8 +206,7 @@ def save(
         raise OutputPathError(
             f"{path}: weights of {weight_bytes / 2**30:.2f} GiB need ONNX external data, which "
             "only initializers can use; save without weights_as_constants")
-    temps: list[Path] = []
-    try:
+    with temp_files(path) as temps:
         data_tmp = None
         proto = None
         if use_external:
@@ -234,12 +233,6 @@ def save(
             os.replace(data_tmp.name, _data_path(path))
         os.chmod(model_tmp.name, mode)
         os.replace(model_tmp.name, path)
-    except BaseException as exc:
-        for tmp in temps:
-            tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise OutputPathError(f"{path}: cannot write the output ({_reason(exc)})") from None
-        raise
     return path
 
 
@@ -282,8 +275,7 @@ def _external_sink(path: Path, temps: list[Path]):
 def save_bytes(data: bytes, path: str | os.PathLike) -> Path:
     """Write already serialized bytes to ``path`` atomically (same guarantees as ``save``)."""
     path = write_target(path, "output")  # a symlink is written through to its target
-    temps: list[Path] = []
-    try:
+    with temp_files(path) as temps:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = _temp_file(path, temps)
         with handle:
@@ -292,10 +284,4 @@ def save_bytes(data: bytes, path: str | os.PathLike) -> Path:
             os.fsync(handle.fileno())
         os.chmod(handle.name, file_mode(path))
         os.replace(handle.name, path)
-    except BaseException as exc:
-        for tmp in temps:
-            tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise OutputPathError(f"{path}: cannot write the output ({_reason(exc)})") from None
-        raise
     return path
