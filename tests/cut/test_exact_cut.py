@@ -281,3 +281,31 @@ def test_the_cut_is_converted_before_it_is_suggested(tmp_path):
     result = _convert(source, "-o", tmp_path / "m.onnx")
     assert "node 'root'" not in result.stderr  # the first refusal names Sin only
     assert _suggested(result) == ["r"]
+
+
+def test_the_cut_is_checked_with_the_same_keep_layout(tmp_path):
+    """A graph output that is a bare Flatten of the NCHW input converts only with
+    --keep-layout; the cut's checking conversion must use it too, or that output is dropped."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 7])
+    flat = helper.make_tensor_value_info("flat", TensorProto.FLOAT, [1, 105])
+    grown = helper.make_tensor_value_info("grown", TensorProto.FLOAT, [1, 3, 5, 7])
+    graph = helper.make_graph(
+        [helper.make_node("Flatten", ["x"], ["flat"], name="flatten"),
+         helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("Exp", ["r"], ["grown"], name="exp")],
+        "keep", [x], [flat, grown])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    source = tmp_path / "keep.onnx"
+    onnx.save(model, source)
+    outputs = _suggested(_convert(source, "-o", tmp_path / "no.onnx", "--keep-layout", "x"))
+    assert sorted(outputs) == ["flat", "r"]
+    follow = _convert(source, "-o", tmp_path / "cut.onnx", "--keep-layout", "x",
+                      "--outputs", ",".join(outputs))
+    assert follow.exit_code == 0, follow.stderr
+    feed = np.random.default_rng(3).standard_normal((1, 3, 5, 7)).astype(np.float32)
+    cut = load(tmp_path / "cut.onnx")
+    got = run_dialect(cut, {"x": feed})
+    np.testing.assert_allclose(got["flat"], feed.reshape(1, -1), rtol=0, atol=0)
+    perm = cut.io_permutations.get("r", [0, 1, 2, 3])  # 'r' follows the kept input's order
+    np.testing.assert_allclose(got["r"], np.maximum(feed, 0).transpose(perm), rtol=0, atol=0)
