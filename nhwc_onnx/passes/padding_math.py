@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..schemas.base import ceil_div, same_tf, valid_tf
+from ..schemas.base import same_tf, valid_tf
+from ..schemas.core.spatial_math import axis_plan
 
 CONV = "conv"  # zero padding, every tap weighted (Conv, DepthwiseConv2d)
 MAX = "max"  # padded cells never win
@@ -44,26 +45,13 @@ class AxisSource:
 def resolve_axis(size: int, kernel: int, stride: int, dilation: int, pad_begin: int,
                  pad_end: int, auto_pad: str, ceil_mode: bool, count_include_pad: bool = False
                  ) -> AxisSource:
-    """The source convention's own output size and pads (core_ops semantics).
+    """The source convention's own output size and pads (the core op's axis_plan).
 
     SAME_UPPER / SAME_LOWER / VALID follow TensorFlow's sizes; explicit pads round down, or up
     with ``ceil_mode`` where a window must start inside the input plus its begin pad.
     """
-    e = (kernel - 1) * dilation + 1
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        out, small, big = same_tf(size, kernel, stride, dilation)
-        begin, end = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
-    elif auto_pad == "VALID":
-        out, begin, end = valid_tf(size, kernel, stride, dilation), 0, 0
-    else:
-        begin, end = pad_begin, pad_end
-        span = size + begin + end - e
-        if ceil_mode:
-            out = ceil_div(span, stride) + 1
-            if (out - 1) * stride >= size + begin:
-                out -= 1
-        else:
-            out = span // stride + 1
+    out, begin, end = axis_plan(size, kernel, stride, dilation, pad_begin, pad_end, auto_pad,
+                                ceil_mode)
     return AxisSource(size, kernel, stride, dilation, begin, end, out, count_include_pad)
 
 
