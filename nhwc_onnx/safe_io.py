@@ -121,6 +121,42 @@ def map_regular(path: str | os.PathLike, label: str,
             raise ModelLoadError(f"{label}: cannot map ({exc})") from None
 
 
+RELEASE_MIN_BYTES = 1 << 20  # smaller weights are not worth a finalizer
+
+
+def mapped_array(buffer, dtype, count: int, offset: int, shape: tuple):
+    """A read-only numpy view of ``count`` elements at ``offset`` of a read buffer.
+
+    When ``buffer`` is a memory map, the view's whole pages are handed back to the kernel
+    once the view is garbage collected: a weight that a pass replaced (BatchNorm folding, a
+    layout transpose) stops counting in the process's memory instead of staying resident
+    until the last view of the file dies. Dropping pages of a read-only file mapping is
+    always safe: another view of the same bytes reads them again from the page cache.
+    """
+    import mmap
+    import weakref
+
+    import numpy as np
+
+    view = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(shape)
+    length = count * view.dtype.itemsize
+    if length >= RELEASE_MIN_BYTES and isinstance(buffer, mmap.mmap) \
+            and hasattr(mmap, "MADV_DONTNEED"):  # not on Windows
+        start = -(-offset // mmap.PAGESIZE) * mmap.PAGESIZE
+        end = (offset + length) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > start:
+            release = weakref.finalize(view, _release_pages, buffer, start, end - start)
+            release.atexit = False  # the process is ending: the kernel frees everything
+    return view
+
+
+def _release_pages(buffer, start: int, length: int) -> None:
+    import mmap
+
+    if not buffer.closed:
+        buffer.madvise(mmap.MADV_DONTNEED, start, length)
+
+
 # -- external tensor data -----------------------------------------------------------------
 
 
