@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -35,8 +36,10 @@ sys.path.insert(0, str(HERE))
 
 import models as bench_models
 from report import (  # noqa: F401  (re-exported for the smoke test)
+    COMMAND_TARGETS,
     FLOOR_X,
     TARGETS,
+    command_checks,
     fmt_mb,
     fmt_ratio,
     fmt_seconds,
@@ -289,6 +292,52 @@ def bench_model(model: dict, anchors: list[str], runs: int, timeout: float,
     return {n: t.to_dict(commands[n]) for n, t in tools.items()}
 
 
+SMALL_DIALECT_MODEL = ROOT / "examples" / "tiny_convnet.onnx"
+
+
+def command_cases(big_model: Path | None, bin_dir: Path = PROJECT_BIN) -> dict[str, dict]:
+    """Start-up and ``check`` (issue 16): what CI runs on every commit."""
+    exe = str(bin_dir / "nhwc-onnx")
+    cases = {
+        "help": {"label": "nhwc-onnx --help", "cmd": [exe, "--help"], "bytes": 0},
+        "check_small": {"label": f"nhwc-onnx check {SMALL_DIALECT_MODEL.name}",
+                        "cmd": [exe, "check", str(SMALL_DIALECT_MODEL)],
+                        "bytes": SMALL_DIALECT_MODEL.stat().st_size},
+    }
+    if big_model is not None and big_model.exists():
+        cases["check_100mb"] = {"label": "nhwc-onnx check keras_resnet50.onnx",
+                                "cmd": [exe, "check", str(big_model)],
+                                "bytes": big_model.stat().st_size}
+    return cases
+
+
+def bench_commands(cases: dict[str, dict], runs: int, timeout: float, pause: float) -> dict:
+    """Warm-up, then ``runs`` rotated rounds of every command; targets per command."""
+    tools = {name: ToolRun(name, None) for name in cases}
+    for round_no, order in enumerate(schedule(list(cases), runs + 1)):
+        for name in order:
+            time.sleep(pause)
+            sample = measure(cases[name]["cmd"], timeout)
+            if round_no or sample.returncode != 0:
+                tools[name].record(sample)
+            print(f"  {name:18s} round {round_no}: {sample.seconds:7.3f} s "
+                  f"{sample.rss_kb / 1024:7.0f} MB", flush=True)
+    out = {}
+    for name, case in cases.items():
+        tool = tools[name].to_dict(case["cmd"])
+        out[name] = {"label": case["label"], "bytes": case["bytes"], "tool": tool,
+                     "targets": command_checks(name, tool, case["bytes"])}
+    return out
+
+
+def byte_compile(bin_dir: Path = PROJECT_BIN) -> None:
+    """Byte-compile the measured package first, as ``pip install`` does. Without .pyc files
+    (an editable install under PYTHONDONTWRITEBYTECODE=1, as on the measuring machine) every
+    process recompiles ~80 modules: 0.15 s that no installed copy pays."""
+    subprocess.run([str(bin_dir / "python"), "-m", "compileall", "-q", str(ROOT / "nhwc_onnx")],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
 # -- machine, profile, main ----------------------------------------------------------------------
 
 
@@ -319,7 +368,8 @@ def machine_info() -> dict:
             "python": platform.python_version(), "os": platform.platform()}
 
 
-def profile(model: dict, work: Path, tool: str = "cprofile") -> Path:
+def profile(model: dict, work: Path, tool: str = "cprofile",
+            save_dir: Path | None = None) -> Path:
     """Profile one conversion of ours (through the API, the CLI's only work) with cProfile
     (project venv) or py-spy (anchors venv); the API script is a file so both can run it."""
     work.mkdir(parents=True, exist_ok=True)
@@ -334,12 +384,26 @@ def profile(model: dict, work: Path, tool: str = "cprofile") -> Path:
         return out
     out = work / f"{model['name']}.prof"
     subprocess.run([python, "-m", "cProfile", "-o", str(out), *args], check=True)
+    text = profile_text(out, model["name"])
+    print(text)
+    if save_dir is not None:
+        save_dir.mkdir(parents=True, exist_ok=True)
+        (save_dir / f"{model['name']}.txt").write_text(text)
+    return out
+
+
+def profile_text(prof: Path, name: str, top: int = 35) -> str:
+    """The top functions by own time and by cumulative time, paths relative to the checkout
+    and to site-packages (the text is committed)."""
+    import io
     import pstats
 
+    buf = io.StringIO()
     for key in ("tottime", "cumulative"):
-        print(f"--- {model['name']}: top 30 by {key}")
-        pstats.Stats(str(out)).sort_stats(key).print_stats(30)
-    return out
+        buf.write(f"--- {name}: top {top} by {key}\n")
+        pstats.Stats(str(prof), stream=buf).sort_stats(key).print_stats(top)
+    text = buf.getvalue().replace(f"{ROOT}{os.sep}", "")
+    return re.sub(r"\S*/site-packages/", "", re.sub(r"\S*/lib/python3\.\d+/", "", text))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -367,7 +431,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="run ours as `nhwc-onnx convert` (default) or via nhwc_onnx.api")
     parser.add_argument("--table", type=Path, metavar="JSON",
                         help="only print the markdown table of an earlier results file")
-    parser.add_argument("--profile", metavar="MODEL", help="profile one conversion of ours")
+    parser.add_argument("--profile", metavar="MODEL", nargs="+",
+                        help="profile conversions of ours (model names, or 'all' but onnx_big)")
+    parser.add_argument("--profile-dir", type=Path, default=None,
+                        help="also write each profile as text there (e.g. benchmarks/profiles)")
+    parser.add_argument("--no-commands", action="store_true",
+                        help="skip the start-up and check measurements")
     parser.add_argument("--profiler", choices=["cprofile", "py-spy"], default="cprofile")
     args = parser.parse_args(argv)
 
@@ -375,12 +444,16 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown_table(json.loads(args.table.read_text())))
         return 0
     if args.profile:
-        model = bench_models.make(args.profile, args.cache, args.corpus).to_dict()
-        print(profile(model, RESULTS / "profiles", args.profiler))
+        byte_compile()
+        names = bench_models.MODEL_NAMES[:-1] if args.profile == ["all"] else args.profile
+        for name in names:
+            model = bench_models.make(name, args.cache, args.corpus).to_dict()
+            print(profile(model, RESULTS / "profiles", args.profiler, args.profile_dir))
         return 0
     names = args.models or [n for n in bench_models.MODEL_NAMES if n != "onnx_big"]
     if args.scale and "onnx_big" not in names:
         names.append("onnx_big")
+    byte_compile()
     installed = anchors_available()
     anchors = [a for a in (args.anchors if args.anchors is not None else installed)
                if a in installed]
@@ -405,6 +478,11 @@ def main(argv: list[str] | None = None) -> int:
             entry["targets"] = target_checks(name, entry["tools"], size)
             entry["load_avg_after"] = os.getloadavg()
         results["models"][name] = entry
+    if not args.no_commands:
+        cases = command_cases(RESULTS / "work" / "keras_resnet50" / "ours" / "model.onnx")
+        load_before = os.getloadavg()
+        results["commands"] = bench_commands(cases, args.runs, args.timeout, args.pause)
+        results["commands_load_avg"] = [load_before, os.getloadavg()]
     out = args.output or RESULTS / f"{stamp.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))

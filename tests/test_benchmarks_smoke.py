@@ -83,15 +83,33 @@ def _tool(seconds: list[float], rss_kb: list[int], error: str = "") -> dict:
             "samples": [{}] * len(seconds)}
 
 
-def test_target_checks_time_rss_and_floor():
+def test_target_checks_time_rss_floor_and_ovc():
     mb = 1024  # kB
-    tools = {"ours": _tool([1.4, 1.6, 1.2], [200 * mb]), "floor": _tool([0.8], [150 * mb])}
-    checks = run.target_checks("keras_resnet50", tools, 100 * 1024 * 1024)
-    assert checks == {"<= 1.5 s": True, "RSS <= 2.5x": True, "<= 2.0x floor": True}
-    tools["ours"] = _tool([1.7], [300 * mb])
-    checks = run.target_checks("keras_resnet50", tools, 100 * 1024 * 1024)
-    assert checks == {"<= 1.5 s": False, "RSS <= 2.5x": False, "<= 2.0x floor": False}
+    size = 100 * 1024 * 1024  # RSS limit: 1.5 x 100 MB + 100 MB = 250 MB
+    tools = {"ours": _tool([0.5, 0.6, 0.4], [250 * mb]), "floor": _tool([0.4], [150 * mb]),
+             "ovc": _tool([1.5], [300 * mb])}
+    checks = run.target_checks("keras_resnet50", tools, size)
+    assert checks == {"<= 0.6 s": True, "RSS <= 1.5x+100MB": True, "<= 1.5x floor": True,
+                      "<= 0.4x ovc": True}
+    tools["ours"] = _tool([0.7], [251 * mb])
+    checks = run.target_checks("keras_resnet50", tools, size)
+    assert checks == {"<= 0.6 s": False, "RSS <= 1.5x+100MB": False, "<= 1.5x floor": False,
+                      "<= 0.4x ovc": False}
+    # a model without absolute targets still gets the floor and RSS rules; a failed ovc none
+    tools["ovc"] = _tool([], [], error="exit 1: boom")
+    assert run.target_checks("onnx_resnet50", tools, size) == {
+        "RSS <= 1.5x+100MB": False, "<= 1.5x floor": False}
     assert run.target_checks("keras_resnet50", {"ours": _tool([], [])}, 1) == {}
+
+
+def test_command_checks_time_and_rss_per_file_size():
+    size = 100 * 1024 * 1024
+    ok = run.command_checks("check_100mb", _tool([0.25], [110 * 1024]), size)
+    assert ok == {"<= 0.3 s": True, "RSS <= 1.2x file": True}
+    slow = run.command_checks("check_100mb", _tool([0.35], [130 * 1024]), size)
+    assert slow == {"<= 0.3 s": False, "RSS <= 1.2x file": False}
+    assert run.command_checks("help", _tool([0.2], [16 * 1024]), 0) == {"<= 0.15 s": False}
+    assert run.command_checks("help", _tool([], []), 0) == {}
 
 
 def test_markdown_table_rows_and_ratios():
@@ -123,6 +141,17 @@ def test_markdown_table_rows_and_ratios():
     assert "Test CPU (2 cores, 8 GB RAM)" in table
     assert "keras_mobilenetv2 / tf2onnx: exit 1: boom" in table
     assert "keras_mobilenetv2 1.0-2.0" in table
+    assert "Start-up" not in table  # no command measurements in these results
+
+    results["commands"] = {"check_100mb": {
+        "label": "nhwc-onnx check big.onnx", "bytes": 100 * 2**20,
+        "tool": _tool([0.2, 0.3, 0.25], [110 * 1024]),
+        "targets": {"<= 0.3 s": True, "RSS <= 1.2x file": True}}}
+    row = next(line for line in run.markdown_table(results).splitlines()
+               if line.startswith("| `nhwc-onnx check big.onnx`"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:] == ["104.9", "0.25 (0.20-0.30)", "110 (1.10x)",
+                         "<= 0.3 s ok, RSS <= 1.2x file ok"]
 
 
 def test_measure_reads_the_childs_own_peak_rss():
