@@ -104,7 +104,7 @@ def command_checks(name: str, tool: dict, file_bytes: int) -> dict[str, bool]:
 def commands_table(commands: dict) -> str:
     """Start-up and check: one row per command."""
     lines = ["| command | file MB | s | RSS MB (x file) | targets |", "|---|---|---|---|---|"]
-    for name, entry in commands.items():
+    for entry in commands.values():
         tool, size = entry["tool"], entry.get("bytes", 0)
         rss = tool.get("rss_kb", {}).get("max")
         rss_cell = "-" if rss is None else (
@@ -161,8 +161,8 @@ def markdown_table(results: dict) -> str:
         lines += ["", "Machine load (1-min load average before-after each model): "
                   + ", ".join(loads) + "."]
     if results.get("commands"):
-        lines += ["", "Start-up and `check` (same rounds; `check_100mb` checks our output of "
-                  "keras_resnet50):", "", commands_table(results["commands"]).rstrip("\n")]
+        lines += ["", ("Start-up and `check` (same rounds; `check_100mb` checks our output of "
+                  "keras_resnet50):"), "", commands_table(results["commands"]).rstrip("\n")]
     errors = [(n, t, e["error"]) for n, entry in results["models"].items()
               for t, e in entry.get("tools", {}).items() if e.get("error")]
     if errors:
