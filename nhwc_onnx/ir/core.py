@@ -39,7 +39,7 @@ class Value:
         const: np.ndarray | None = None,
     ):
         self.name = name
-        self.dtype = str(np.dtype(dtype)) if dtype is not None else None
+        self.dtype = _canonical_dtype(dtype) if dtype is not None else None
         self.shape: Shape | None = tuple(shape) if shape is not None else None
         self.layout = layout
         self.const = const
@@ -84,9 +84,29 @@ class Value:
         return f"Value({kind}{self.name!r}, {self.dtype}, {self.shape}, {self.layout})"
 
 
+# str(np.dtype) costs microseconds and runs for every value a pass creates: remember it.
+_DTYPE_NAMES: dict[Any, str] = {}
+_ARRAY_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
+def _canonical_dtype(dtype: Any) -> str:
+    """numpy's name of ``dtype`` ('float32' for 'float32', np.float32, 'f4', ...)."""
+    try:
+        return _DTYPE_NAMES[dtype]
+    except (KeyError, TypeError):  # TypeError: an unhashable spelling
+        name = str(np.dtype(dtype))
+    if isinstance(dtype, (str, type)):
+        _DTYPE_NAMES[dtype] = name
+    return name
+
+
 def _dtype_name(array: np.ndarray) -> str:
     """'float32' for any byte order: the element type, not the storage order."""
-    return str(array.dtype.newbyteorder("="))
+    dtype = array.dtype
+    name = _ARRAY_DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _ARRAY_DTYPE_NAMES[dtype] = str(dtype.newbyteorder("="))
+    return name
 
 
 class Node:
@@ -380,6 +400,8 @@ class Graph:
 
         Raises InvalidModelError naming the nodes on a cycle.
         """
+        if self._in_order():
+            return  # passes call this often; most calls find nothing to move
         nodes = list(self._nodes.values())
         indeg: dict[int, int] = {}
         for node in nodes:
@@ -415,6 +437,19 @@ class Graph:
         for seq, n in enumerate(order):
             n._seq = seq
         self._seq = itertools.count(len(order))
+
+    def _in_order(self) -> bool:
+        """Whether every producer already comes before its consumers. Nodes are kept in
+        ``_seq`` order, so the sort below would then return this same order."""
+        nodes = self._nodes
+        for node in nodes.values():
+            seq = node._seq
+            for v in node._inputs:
+                if v is not None:
+                    producer = v._producer
+                    if producer is not None and producer._seq >= seq and id(producer) in nodes:
+                        return False
+        return True
 
     def dangling_inputs(self) -> list[tuple[Node, int, Value]]:
         """Node inputs that are neither graph inputs, constants, nor produced by a node."""

@@ -113,8 +113,9 @@ def infer_graph(graph: Graph) -> bool:
         schema = registry.get(node.op)
         if schema is None or schema.infer is None:
             continue
-        shapes = [None if v is None else v.shape for v in node.inputs]
-        consts = [None if v is None else v.const for v in node.inputs]
+        inputs = node.inputs
+        shapes = [None if v is None else v.shape for v in inputs]
+        consts = [None if v is None else v.const for v in inputs]
         ictx = InferContext(node, schema.with_defaults(node.attrs), shapes, consts)
         try:
             outs = schema.infer(ictx)
@@ -130,11 +131,12 @@ def infer_graph(graph: Graph) -> bool:
             raise InvalidModelError(
                 f"node '{node.name}' ({node.op}): malformed node, its output shape cannot be "
                 f"computed ({exc!r})") from exc
-        dtypes = infer_dtypes(node, [None if v is None else v.dtype for v in node.inputs])
+        dtypes = infer_dtypes(node, [None if v is None else v.dtype for v in inputs])
         for value, shape, dtype in zip(node.outputs, outs, dtypes):
-            new_shape = _merge(value.shape, shape)
+            old_shape = value.shape
+            new_shape = _merge(old_shape, shape)
             _refuse_absurd(node, new_shape)
-            if new_shape != value.shape:
+            if new_shape != old_shape:
                 value.shape = new_shape
                 changed = True
             if node.domain == CORE and dtype is not None and dtype != value.dtype:
@@ -146,7 +148,7 @@ def infer_graph(graph: Graph) -> bool:
 def _refuse_absurd(node, shape) -> None:
     """A shape past the evaluators' limit would make later passes allocate or loop for ever
     (index plans, nearest-neighbour maps): the model is broken, say where."""
-    if shape is None or any(d is None for d in shape):
+    if shape is None or None in shape:
         return
     count = math.prod(int(d) for d in shape)
     if count > MAX_EVAL_ELEMENTS:

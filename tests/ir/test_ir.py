@@ -161,3 +161,29 @@ def test_rename_value_frees_the_old_name_and_release_name_a_reserved_one():
     g.release_name("w")
     assert g.rename_value(v, "w") == "w"
     assert g.unique_name("w_1") == "w_1"  # the old name is free again
+
+
+def test_toposort_keeps_an_ordered_graph_and_still_finds_a_self_loop():
+    g, _, a, b, c = _chain()
+    g.toposort()
+    assert g.nodes == [a, b, c]
+    # A removed producer does not order anything; the rest stays as it is.
+    g.remove_node(a)
+    g.toposort()
+    assert g.nodes == [b, c]
+    # A node reading its own output is a cycle even though nothing is out of order.
+    loop = g.make_node("Add", [b.output, b.output], name="loop")
+    loop.set_input(1, loop.output)
+    with pytest.raises(InvalidModelError, match="cycle through node\\(s\\) 'loop'"):
+        g.toposort()
+
+
+def test_value_dtype_names_are_numpy_names_whatever_the_spelling():
+    assert Value("a", dtype="f4").dtype == "float32"
+    assert Value("b", dtype=np.float64).dtype == "float64"
+    assert Value("c", dtype="float32").dtype == "float32"
+    assert Value("d", dtype=">f4").dtype == ">f4"  # a declared byte order is kept
+    # A constant's type is its element type, whatever its storage order.
+    assert Value("e", const=np.zeros(2, dtype=">f4")).dtype == "float32"
+    assert Value("f", const=np.zeros(2, dtype="<i8")).dtype == "int64"
+    assert Value("g", dtype=">f4").dtype == ">f4"  # asked again (remembered): the same name

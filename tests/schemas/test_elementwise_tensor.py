@@ -370,3 +370,16 @@ def test_max_broadcast_inference_matches_numpy(a, b):
         assert [i.rule for i in issues] == ["broadcast"]
     else:
         assert issues == [] and infer_shapes(model)["n"] == want
+
+
+def test_broadcast_of_equal_shapes_keeps_each_dim_and_unknowns():
+    from nhwc_onnx.schemas.core.define import broadcast
+
+    class _Ctx:
+        def fail(self, rule, message):
+            raise AssertionError(message)
+
+    assert broadcast(_Ctx(), [(1, 5, 1, 3), (1, 5, 1, 3)]) == (1, 5, 1, 3)
+    assert broadcast(_Ctx(), [(2, None), (2, None)]) == (2, None)
+    assert broadcast(_Ctx(), [(1, 7), (7,)]) == (1, 7)
+    assert broadcast(_Ctx(), [(1, None), (3, 1)]) == (3, None)

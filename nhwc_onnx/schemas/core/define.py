@@ -87,6 +87,9 @@ def prod(dims) -> int | None:
 
 def broadcast(ctx: InferContext, shapes: list[tuple]) -> tuple:
     """numpy broadcasting with unknown dims: a known dim > 1 wins; 1 against unknown is unknown."""
+    first = shapes[0]
+    if None not in first and all(s == first for s in shapes):
+        return tuple(1 if d == 1 else d for d in first)  # the common case, same result
     rank = max(len(s) for s in shapes)
     out = []
     for i in range(rank):
