@@ -13,6 +13,7 @@ at most), so they are proofs for the node's own sizes, not for a formula's gener
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -151,12 +152,16 @@ class AxisVerdict:
     empty_window: bool  # some source window reads no real cell at all
 
 
+@lru_cache(maxsize=1024)
 def analyse_axis(src: AxisSource, kind: str, dialect_dilation: int = 1) -> AxisVerdict:
     """Compare the source's windows with each dialect form on one axis.
 
     ``dialect_dilation`` is the dilation the dialect op would use (pools have none: 1).
     For MAX the PAD form is reported even when it reads padded zeros; the caller decides with
     a range analysis whether zeros can win.
+
+    A pure function of its (frozen) arguments, remembered: a network repeats the same few
+    axes (a ResNet-50 has ~110 padded axes of ~10 kinds). Callers only read the verdict.
     """
     ref = source_windows(src, kind)
     reasons: dict[str, str] = {}

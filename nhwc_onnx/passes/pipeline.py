@@ -23,7 +23,9 @@ def core_passes() -> list[Pass]:
         StaticShapes(apply_overrides=True),
         FoldConstants(),
         Cleanup(),
-        ToNHWC(),
+        # Shapes are current here: StaticShapes and FoldConstants inferred them to a fixed
+        # point, and Cleanup only drops nodes (a bypassed Identity's output has its input's shape).
+        ToNHWC(infer_shapes=False),
         StaticShapes(apply_overrides=False, require_static=True),
     ]
 

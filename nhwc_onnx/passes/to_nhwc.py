@@ -378,9 +378,15 @@ def _tag(state: LayoutState, v: Value, nchw: bool, nhwc_at_source: bool) -> None
 class ToNHWC(Pass):
     name = "to_nhwc"
 
+    def __init__(self, infer_shapes: bool = True):
+        # False when the caller knows every shape is current (the pipeline: shapes were just
+        # inferred, and Cleanup only removes nodes), saving one inference over the graph.
+        self.infer_shapes = infer_shapes
+
     def call(self, model: Model, ctx: PassContext) -> PassResult:
         graph = model.graph
-        infer_graph(graph)
+        if self.infer_shapes:
+            infer_graph(graph)
         state = LayoutState(model, ctx)
         keep = keep_layout_names(model, ctx)
         nchw = _channels_first_model(model)

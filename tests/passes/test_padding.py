@@ -214,3 +214,25 @@ def test_conv_transpose_always_exact(h, w, form):
     x = rand(N, h[0], w[0], C)
     ref = conv_transpose_ref(x, wgt, bias, (h[2], w[2]), (h[3], w[3]), windows)
     assert max_err(run_dialect(model, x), ref) <= 1e-5
+
+
+def test_remembered_axis_verdicts_equal_fresh_ones_for_every_field():
+    # analyse_axis is memoised: axes differing in any one field must not share a verdict.
+    import itertools
+
+    from nhwc_onnx.passes import padding_math as pm
+
+    base = dict(size=7, kernel=3, stride=2, dilation=1, begin=1, end=1, out=4,
+                count_include_pad=False)
+    variants = [base] + [dict(base, **{k: v}) for k, v in [
+        ("size", 8), ("kernel", 2), ("stride", 1), ("dilation", 2), ("begin", 0), ("end", 0),
+        ("out", 3), ("count_include_pad", True)]]
+    pm.analyse_axis.cache_clear()
+    checked = 0
+    for fields, kind, dilation in itertools.product(variants, (pm.CONV, pm.MAX, pm.AVG), (1, 2)):
+        src = pm.AxisSource(**fields)
+        for _ in range(2):  # the second call is answered from memory
+            assert pm.analyse_axis(src, kind, dilation) == pm.analyse_axis.__wrapped__(
+                src, kind, dilation)
+        checked += 1
+    assert checked == 54 and pm.analyse_axis.cache_info().hits >= 54

@@ -84,3 +84,38 @@ def test_an_invalid_result_is_reported_as_a_bug(monkeypatch):
     monkeypatch.setattr(pipeline_module, "_dialect_passes", lambda: original() + [Vandal()])
     with pytest.raises(ConversionBugError, match="no_such_attribute"):
         to_dialect(_nchw_net(), PassContext(options={"batch": 1}))
+
+
+def _folded_reshape_net():
+    """Reshape to Shape(other): its output shape is known only once Shape is folded; an
+    Identity and a Dropout for Cleanup, an empty Concat piece Cleanup drops."""
+    g = Graph("fold")
+    x = g.add_input(Value("x", shape=(2, 3, 5, 7), layout="NCHW"))
+    y = g.add_input(Value("y", shape=(2, 105)))
+    ident = g.make_node("Identity", [x], name="copy")
+    shape = g.make_node("Shape", [y], name="shape_of_y")
+    flat = g.make_node("Reshape", [ident.output, shape.output], name="flat")
+    drop = g.make_node("Dropout", [flat.output], name="drop")
+    split = g.make_node("Split", [y], {"axis": 1, "split": [105, 0]}, name="split", outputs=2)
+    cat = g.make_node("Concat", [split.outputs[0], split.outputs[1]], {"axis": 1}, name="cat")
+    add = g.make_node("Add", [drop.output, cat.output], name="add")
+    g.outputs.append(add.output)
+    return Model(g)
+
+
+@pytest.mark.parametrize("build", [_nchw_net, _folded_reshape_net])
+def test_shapes_are_current_when_to_nhwc_runs(build):
+    # The pipeline's ToNHWC skips its own inference: whatever runs before it must leave every
+    # shape and type where a fresh inference would put them.
+    from nhwc_onnx.passes.static_shapes import infer_graph
+
+    model = build()
+    ctx = PassContext(options={"batch": N})
+    passes = pipeline_module.core_passes()
+    assert passes[4].name == "to_nhwc" and not passes[4].infer_shapes
+    for p in passes[:4]:
+        p.call(model, ctx)
+    before = [(v.name, v.shape, v.dtype) for v in model.graph.values()]
+    assert all(v.static for v in model.graph.values())
+    assert infer_graph(model.graph) is False
+    assert [(v.name, v.shape, v.dtype) for v in model.graph.values()] == before

@@ -91,19 +91,18 @@ def broadcast(ctx: InferContext, shapes: list[tuple]) -> tuple:
     if None not in first and all(s == first for s in shapes):
         return tuple(1 if d == 1 else d for d in first)  # the common case, same result
     rank = max(len(s) for s in shapes)
-    out = []
-    for i in range(rank):
-        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
-        big = {d for d in dims if d is not None and d != 1}
-        if len(big) > 1:
-            ctx.fail("broadcast", f"shapes {[list(s) for s in shapes]} do not broadcast")
-        if big:
-            out.append(big.pop())
-        elif any(d is None for d in dims):
-            out.append(None)
-        else:
-            out.append(1)
-    return tuple(out)
+    big: list = [None] * rank  # per axis, the first known dim other than 1
+    unknown = [False] * rank
+    for s in shapes:
+        for axis, d in enumerate(s, rank - len(s)):
+            if d is None:
+                unknown[axis] = True
+            elif d != 1:
+                if big[axis] is None:
+                    big[axis] = d
+                elif big[axis] != d:
+                    ctx.fail("broadcast", f"shapes {[list(s) for s in shapes]} do not broadcast")
+    return tuple(b if b is not None else (None if u else 1) for b, u in zip(big, unknown))
 
 
 def same_shape(ctx: InferContext) -> list:
