@@ -222,8 +222,8 @@ def test_remembered_axis_verdicts_equal_fresh_ones_for_every_field():
 
     from nhwc_onnx.passes import padding_math as pm
 
-    base = dict(size=7, kernel=3, stride=2, dilation=1, begin=1, end=1, out=4,
-                count_include_pad=False)
+    base = {"size": 7, "kernel": 3, "stride": 2, "dilation": 1, "begin": 1, "end": 1, "out": 4,
+            "count_include_pad": False}
     variants = [base] + [dict(base, **{k: v}) for k, v in [
         ("size", 8), ("kernel", 2), ("stride", 1), ("dilation", 2), ("begin", 0), ("end", 0),
         ("out", 3), ("count_include_pad", True)]]
