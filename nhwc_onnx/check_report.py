@@ -123,9 +123,10 @@ def to_junit(results: list[dict]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
 
 
-_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Compiled on first use (5 ms): only --junit needs it.
+_NOT_XML = "[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 
 
 def _xml_text(text: str) -> str:
     """XML 1.0 cannot hold control characters even escaped; show them as \\xNN."""
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    return re.sub(_NOT_XML, lambda m: f"\\x{ord(m.group()):02x}", str(text))

@@ -1,0 +1,56 @@
+"""What `nhwc-onnx --help` and `nhwc-onnx check` load: only what they use (startup time is the
+cost of a CI step that checks models on every commit)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+_RUN_CLI = textwrap.dedent("""
+    import json, re, sys
+    from nhwc_onnx.cli import main
+    sys.argv = ["nhwc-onnx", *sys.argv[1:]]
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    loaded = sorted(m for m in sys.modules if m in {
+        "secrets", "xml.etree.ElementTree", "nhwc_onnx.passes", "nhwc_onnx.frontends",
+        "nhwc_onnx.api", "nhwc_onnx.verification", "nhwc_onnx.runtime"})
+    patterns = [p for p in re._cache if isinstance(p, tuple) and "\\ud7ff" in str(p[1])]
+    print(json.dumps({"code": code, "loaded": loaded, "xml_pattern": bool(patterns)}),
+          file=sys.stderr)
+""")
+
+
+def _run(*args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _RUN_CLI, *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+    facts = json.loads(proc.stderr.strip().splitlines()[-1])
+    facts["stdout"] = proc.stdout
+    return facts
+
+
+def test_help_loads_no_conversion_machinery():
+    facts = _run("--help")
+    assert {**facts, "stdout": ""} == {"code": 0, "loaded": [], "xml_pattern": False, "stdout": ""}
+
+
+def test_check_loads_only_the_reader_and_the_schemas():
+    facts = _run("check", str(EXAMPLES / "tiny_convnet.onnx"))
+    # secrets: temp-file names come from os.urandom; the XML pattern: only JUnit needs it
+    assert facts["stdout"].endswith(": valid (8 nodes)\n")
+    assert {**facts, "stdout": ""} == {"code": 0, "loaded": [], "xml_pattern": False, "stdout": ""}
+
+
+def test_check_with_junit_still_escapes_control_characters():
+    from nhwc_onnx.check_report import _xml_text
+
+    assert _xml_text("a\x01b\tc") == "a\\x01b\tc"
+    facts = _run("check", str(EXAMPLES / "tiny_convnet.onnx"), "--format", "junit")
+    assert facts["code"] == 0 and facts["xml_pattern"]
+    assert facts["stdout"].count("<testcase") == 1
