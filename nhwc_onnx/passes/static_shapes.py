@@ -98,6 +98,8 @@ def _merge(declared, inferred):
         return declared
     if declared is None or len(declared) != len(inferred):
         return tuple(inferred)
+    if None not in inferred:
+        return tuple(map(int, inferred))  # the usual case; the same as below
     return tuple(d if i is None else int(i) for d, i in zip(declared, inferred))
 
 
@@ -109,8 +111,8 @@ def infer_graph(graph: Graph) -> bool:
     changed = False
     graph.toposort()
     for node in graph.nodes:
-        registry = CORE_OPS if node.domain == CORE else DIALECT_OPS
-        schema = registry.get(node.op)
+        core = node.domain == CORE
+        schema = (CORE_OPS if core else DIALECT_OPS).get(node.op)
         if schema is None or schema.infer is None:
             continue
         inputs = node.inputs
@@ -139,7 +141,7 @@ def infer_graph(graph: Graph) -> bool:
             if new_shape != old_shape:
                 value.shape = new_shape
                 changed = True
-            if node.domain == CORE and dtype is not None and dtype != value.dtype:
+            if core and dtype is not None and dtype != value.dtype:
                 value.dtype = dtype
                 changed = True
     return changed

@@ -152,7 +152,13 @@ class OpSchema:
         raise IndexError(index)
 
     def with_defaults(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        out = {k: a.default for k, a in self.attrs.items() if a.default is not None}
+        # Called for every node by every inference: the defaults are gathered once (a schema's
+        # attributes do not change after it is declared).
+        defaults = self.__dict__.get("_defaults")
+        if defaults is None:
+            defaults = {k: a.default for k, a in self.attrs.items() if a.default is not None}
+            self.__dict__["_defaults"] = defaults
+        out = dict(defaults)
         out.update(attrs)
         return out
 

@@ -7,6 +7,7 @@ without them.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -58,7 +59,11 @@ def _evaluator(schema: OpSchema, impl: Impl):
 
 def dtype_of_inputs(node, in_dtypes: list) -> list:
     """The first known input type, for every output."""
-    first = next((d for d in in_dtypes if d is not None), None)
+    first = None
+    for d in in_dtypes:
+        if d is not None:
+            first = d
+            break
     return [first] * len(node.outputs)
 
 
@@ -82,6 +87,10 @@ def infer_axis(ctx: InferContext, axis: int, rank: int) -> int:
 def prod(dims) -> int | None:
     if any(d is None for d in dims):
         return None
+    if all(type(d) is int for d in dims):
+        exact = math.prod(dims)
+        if -(1 << 63) <= exact < (1 << 63):
+            return exact  # what int64 arithmetic gives whenever the product fits in it
     return int(np.prod(dims, dtype=np.int64))
 
 

@@ -53,8 +53,8 @@ def _infer_reshape(ctx):
             return [(None,) * spec[0]]
         return [None]
     target = np.asarray(target)
-    ctx.require(target.dtype.kind in "iu", "shape", "the Reshape target must be integer",
-                "int64", str(target.dtype))
+    if target.dtype.kind not in "iu":  # str(dtype) only when it is needed: it is slow
+        ctx.fail("shape", "the Reshape target must be integer", "int64", str(target.dtype))
     dims = [int(d) for d in target.reshape(-1)]
     shape = ctx.shape(0)
     out: list[int | None] = []
