@@ -45,7 +45,7 @@ class Value:
         self.const = const
         if const is not None:
             self.dtype = _dtype_name(const)
-            self.shape = tuple(int(d) for d in const.shape)
+            self.shape = const.shape  # numpy shapes are tuples of Python ints
         self._producer: Node | None = None
         self._uses: list[tuple[Node, int]] = []
         self.meta: dict[str, Any] = {}
@@ -77,7 +77,7 @@ class Value:
     def set_const(self, array: np.ndarray) -> None:
         self.const = array
         self.dtype = _dtype_name(array)
-        self.shape = tuple(int(d) for d in array.shape)
+        self.shape = array.shape
 
     def __repr__(self) -> str:
         kind = "const " if self.const is not None else ""

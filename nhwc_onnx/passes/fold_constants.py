@@ -35,16 +35,26 @@ def _only_parameter(value) -> bool:
 
 
 def _foldable(node: Node, graph_outputs: set[int]) -> bool:
-    if node.domain != CORE or CORE_OPS.get(node.op) is None:
+    if node.domain != CORE:
         return False
-    if CORE_OPS[node.op].evaluate is None:
+    schema = CORE_OPS.get(node.op)
+    if schema is None or schema.evaluate is None:
         return False
-    if any(id(v) in graph_outputs for v in node.outputs):
-        return False  # a graph output stays a computed tensor
     present = [v for v in node.inputs if v is not None]
+    if not present:
+        return False
     if node.op in SHAPE_OF_STATIC:
-        return bool(present) and present[0].static
-    return bool(present) and all(v.is_const for v in present)
+        if not present[0].static:
+            return False
+    else:
+        for v in present:
+            if v.const is None:  # most nodes stop here: read before the outputs are looked at
+                return False
+    # A graph output stays a computed tensor.
+    return not any(id(v) in graph_outputs for v in node.outputs)
+
+
+_ITEMSIZES: dict[str | None, int] = {}
 
 
 def _too_big_to_try(node: Node, max_bytes: int) -> bool:
@@ -53,11 +63,14 @@ def _too_big_to_try(node: Node, max_bytes: int) -> bool:
     for value in node.outputs:
         if not value.static or _only_parameter(value):
             continue
-        try:
-            itemsize = np.dtype(value.dtype).itemsize
-        except TypeError:
-            itemsize = 8
-        if math.prod(int(d) for d in value.shape) * itemsize > max_bytes:
+        itemsize = _ITEMSIZES.get(value.dtype)
+        if itemsize is None:
+            try:
+                itemsize = np.dtype(value.dtype).itemsize
+            except TypeError:
+                itemsize = 8
+            _ITEMSIZES[value.dtype] = itemsize
+        if math.prod(value.shape) * itemsize > max_bytes:  # static: Python ints
             return True
     return False
 

@@ -93,13 +93,13 @@ def reshape_target(in_shape, shape, allowzero: int) -> list[int]:
                 dims[i] = int(in_shape[i])
     if dims.count(-1) > 1:
         raise InvalidAttributeError(f"Reshape: more than one -1 in {list(shape)}")
-    total = int(np.prod(in_shape, dtype=np.int64))
+    total = prod(in_shape)
     if -1 in dims:
-        known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+        known = prod([d for d in dims if d != -1])
         if known == 0 or total % known:
             raise InvalidAttributeError(f"Reshape: cannot reshape {list(in_shape)} to {list(shape)}")
         dims[dims.index(-1)] = total // known
-    if int(np.prod(dims, dtype=np.int64)) != total:
+    if prod(dims) != total:
         raise InvalidAttributeError(f"Reshape: cannot reshape {list(in_shape)} to {list(shape)}")
     return dims
 
