@@ -4,7 +4,6 @@ output and CI logs stay exactly as they were.
 """
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from typing import TextIO
@@ -81,6 +80,8 @@ class BatchBar:
         elapsed = time.perf_counter() - self.start
         line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
                 f"{elapsed:.0f} s" + (f"  {counts}" if counts else ""))
+        import shutil  # here: shutil pulls in bz2 and lzma (~3 ms) for every conversion
+
         columns = shutil.get_terminal_size((80, 24)).columns
         self.stream.write("\r" + line[:max(columns - 1, 10)])
         self.stream.flush()

@@ -6,8 +6,8 @@ with an integer factor (source index floor(dst / factor) = 0), a constant is mat
 """
 from __future__ import annotations
 
-from fractions import Fraction
 from math import floor, prod
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from ..schemas.base import attr
 from . import rounding
 from .base import PassContext
 from .rewrite import become, const, const_of, emit, positive_axis, refuse
+
+if TYPE_CHECKING:  # fractions (with decimal) costs ~5 ms to import; only Resize needs it
+    from fractions import Fraction
 
 
 def _shape_const(graph: Graph, shape, name: str) -> Value:
@@ -195,6 +198,8 @@ def _expand(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def _coordinate(mode: str, d: int, scale: Fraction, n: int, m: int) -> Fraction:
+    from fractions import Fraction
+
     if mode == "asymmetric":
         return d / scale
     if mode == "align_corners":
@@ -207,6 +212,8 @@ def _coordinate(mode: str, d: int, scale: Fraction, n: int, m: int) -> Fraction:
 
 
 def _nearest(x: Fraction, rule: str) -> int:
+    from fractions import Fraction
+
     if rule == "floor":
         return floor(x)
     if rule == "ceil":
@@ -255,6 +262,8 @@ def _nearest_mismatch(coord: str, rule: str, scale: Fraction, n: int, m: int) ->
 
 def _resize(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Resize equal to UpSampling2D: integer factors and the same source cells."""
+    from fractions import Fraction
+
     x = node.input(0)
     shape, out = tuple(x.shape), tuple(node.output.shape)
     mode = attr(node, "mode")

@@ -54,3 +54,14 @@ def test_check_with_junit_still_escapes_control_characters():
     facts = _run("check", str(EXAMPLES / "tiny_convnet.onnx"), "--format", "junit")
     assert facts["code"] == 0 and facts["xml_pattern"]
     assert facts["stdout"].count("<testcase") == 1
+
+
+def test_the_pass_pipeline_and_progress_leave_rarely_needed_stdlib_modules_unloaded():
+    # fractions (+ decimal) only for Resize proofs; shutil (+ bz2, lzma) only to draw a bar
+    code = ("import sys\n"
+            "import nhwc_onnx.passes.dialect_pipeline, nhwc_onnx.passes.pipeline\n"
+            "import nhwc_onnx.progress\n"
+            "print(sorted(m for m in ('fractions', 'decimal', 'shutil') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert proc.stdout.strip() == "[]"
