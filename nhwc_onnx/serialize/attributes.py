@@ -8,12 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import onnx
-from onnx import AttributeProto
 
 from ..errors import InvalidAttributeError, ModelLoadError
+from ..onnxfile import AttributeProto, GraphProto
 from ..schemas.base import CORE_OPS, DIALECT_OPS, AttrKind
 from .tensors import fill_tensor, tensor_to_array
+
+# A graph attribute may come as our GraphProto or as onnx's (same message, another class).
+_GRAPH_NAMES = ("nhwc_onnx.onnxfile.GraphProto", "onnx.GraphProto")
 
 _KIND_TO_TYPE = {
     AttrKind.INT: AttributeProto.INT,
@@ -56,7 +58,7 @@ def infer_attr_type(value: Any) -> int:
         return AttributeProto.STRING
     if isinstance(value, np.ndarray):
         return AttributeProto.TENSOR
-    if isinstance(value, onnx.GraphProto):
+    if _is_graph(value):
         return AttributeProto.GRAPH
     if isinstance(value, (list, tuple)):
         if all(isinstance(x, (str, bytes)) for x in value) and value:
@@ -66,6 +68,11 @@ def infer_attr_type(value: Any) -> int:
         if all(_is_number(x) for x in value):
             return AttributeProto.FLOATS
     raise InvalidAttributeError(f"cannot store attribute value {value!r} in ONNX")
+
+
+def _is_graph(value: Any) -> bool:
+    descriptor = getattr(value, "DESCRIPTOR", None)
+    return getattr(descriptor, "full_name", None) in _GRAPH_NAMES
 
 
 def fits(attr_type: int, value: Any) -> bool:
@@ -121,7 +128,10 @@ def fill_attribute(
         elif attr_type == AttributeProto.TENSOR:
             fill_tensor(attr.t, np.asarray(value), "")
         elif attr_type == AttributeProto.GRAPH:
-            attr.g.CopyFrom(value)
+            if isinstance(value, GraphProto):
+                attr.g.CopyFrom(value)
+            else:  # onnx's GraphProto: the same bytes
+                attr.g.ParseFromString(value.SerializeToString())
         else:
             raise TypeError(f"unsupported attribute type {attr_type}")
     except (TypeError, ValueError) as exc:
@@ -151,7 +161,7 @@ def read_attribute(attr: AttributeProto, node_name: str) -> Any:
     if t == AttributeProto.GRAPH:
         # Kept as a proto: not part of the dialect, but a foreign model must still load so
         # that `check` can name the op it does not know.
-        graph = onnx.GraphProto()
+        graph = type(attr.g)()  # ours, or onnx's when from_onnx was given onnx's ModelProto
         graph.CopyFrom(attr.g)
         return graph
     kind = AttributeProto.AttributeType.Name(t) if t in AttributeProto.AttributeType.values() \

@@ -3,44 +3,86 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import onnx
-from onnx import TensorProto
 
 from ..errors import ModelLoadError
 from ..ir import DIALECT, Graph, Model, Node, Value
-from ..safe_io import external_span, read_regular
+from ..onnx_wire import LiftedModel, WireFormatError, lift_raw_data
+from ..onnxfile import ModelProto, NodeProto, TensorProto
+from ..safe_io import external_span, map_regular, mapped_array
 from .attributes import read_attribute
 from .tensors import dtype_from_onnx, read_type, tensor_to_array
 from .writer import KEY_IO_PERMUTATIONS
 
 
+@dataclass
+class _Lifted:
+    """Tensors whose raw_data stayed in the mapped file (onnx_wire.lift_raw_data)."""
+
+    buffer: object
+    spans: LiftedModel
+
+
 def load(path: str | os.PathLike) -> Model:
-    """Read an ONNX file (external data resolved next to it) into the IR."""
+    """Read an ONNX file (external data resolved next to it) into the IR.
+
+    The file is memory-mapped and protobuf parses only its structure: large weights become
+    read-only numpy views of the mapped file, so a model's weights cost no copy (and pages
+    that are never touched are never read).
+    """
     path = Path(path)
     label = str(path)
-    data = read_regular(path, label)
-    proto = parse_model_bytes(data, label)
-    return from_onnx(proto, base_dir=path.parent, label=label)
+    data = map_regular(path, label)
+    lifted = None
+    if data:
+        try:
+            spans = lift_raw_data(data)
+        except WireFormatError:
+            spans = None  # malformed: the plain parse below reports it properly
+        if spans is not None and (spans.initializers or spans.constants):
+            lifted = _Lifted(data, spans)
+    skeleton = lifted.spans.skeleton if lifted is not None else data[:]
+    proto = parse_model_bytes(skeleton, label, size=len(data))
+    if lifted is not None and not _constants_resolve(proto, lifted.spans):
+        lifted = None  # a lifted node tensor is ambiguous: read the file the plain way
+        proto = parse_model_bytes(data[:], label)
+    return from_onnx(proto, base_dir=path.parent, label=label, _lifted=lifted)
 
 
-def parse_model_bytes(data: bytes, label: str = "model") -> onnx.ModelProto:
-    """Parse serialized bytes, refusing empty, truncated and foreign files."""
+def _lifted_attribute(node: NodeProto):
+    """The tensor attribute whose raw_data was lifted, or None when not exactly one fits."""
+    found = [a for a in node.attribute if a.HasField("t") and not a.t.HasField("raw_data")]
+    return found[0] if len(found) == 1 else None
+
+
+def _constants_resolve(proto: ModelProto, spans: LiftedModel) -> bool:
+    nodes = proto.graph.node
+    return all(index < len(nodes) and _lifted_attribute(nodes[index]) is not None
+               for index in spans.constants) and \
+        all(index < len(proto.graph.initializer) for index in spans.initializers)
+
+
+def parse_model_bytes(data: bytes, label: str = "model", size: int | None = None) -> ModelProto:
+    """Parse serialized bytes, refusing empty, truncated and foreign files. ``size``: the
+    file's size when ``data`` is its skeleton (large weights lifted out)."""
+    size = len(data) if size is None else size
     if not data:
         raise ModelLoadError(f"{label}: empty file, not an ONNX model")
-    proto = onnx.ModelProto()
+    proto = ModelProto()
     try:
         proto.ParseFromString(data)
     except Exception as exc:  # protobuf's DecodeError; its message names no position
         kind = "a text file" if _looks_like_text(data) else "truncated or not ONNX"
         raise ModelLoadError(
-            f"{label}: not an ONNX model ({kind}; the protobuf parser rejects its {len(data)} "
+            f"{label}: not an ONNX model ({kind}; the protobuf parser rejects its {size} "
             "bytes)"
         ) from exc
     if proto.ir_version <= 0:
-        raise ModelLoadError(f"{label}: not an ONNX model (no IR version; {len(data)} bytes)")
+        raise ModelLoadError(f"{label}: not an ONNX model (no IR version; {size} bytes)")
     if not proto.HasField("graph"):
         raise ModelLoadError(f"{label}: not an ONNX model or truncated (no graph)")
     if not proto.opset_import:
@@ -86,12 +128,39 @@ def _tensor(tensor: TensorProto, external: _ExternalData) -> np.ndarray:
     return tensor_to_array(tensor)
 
 
+def _view(tensor: TensorProto, lifted: _Lifted, span: tuple[int, int], label: str) -> np.ndarray:
+    """The read-only view of a tensor whose raw_data was lifted (checked like an inline one)."""
+    offset, length = span
+    dims = tuple(int(d) for d in tensor.dims)
+    dtype = dtype_from_onnx(tensor.data_type)
+    where = f"{label}: tensor '{tensor.name}'"
+    if tensor.data_location == TensorProto.EXTERNAL:
+        raise ModelLoadError(f"{where} has both inline and external data")
+    if dtype is None or np.dtype(dtype).kind not in "biuf":
+        raise ModelLoadError(f"{where}: raw data of element type {tensor.data_type} is not "
+                             "supported")
+    itemsize = np.dtype(dtype).itemsize
+    expected = int(np.prod(dims, dtype=np.int64)) * itemsize
+    if length != expected:
+        raise ModelLoadError(f"tensor '{tensor.name}' holds {length} bytes, its shape "
+                             f"{list(dims)} of {dtype} needs {expected}")
+    view = mapped_array(lifted.buffer, np.dtype(dtype).newbyteorder("<"), length // itemsize,
+                        offset, dims)
+    if sys.byteorder == "big" and itemsize > 1:
+        return view.astype(dtype)  # the IR computes in native byte order
+    return view
+
+
 def from_onnx(
-    proto: onnx.ModelProto, base_dir: str | os.PathLike | None = None, label: str = "model"
+    proto: ModelProto, base_dir: str | os.PathLike | None = None, label: str = "model",
+    _lifted: _Lifted | None = None,
 ) -> Model:
-    """Build the IR of an ONNX model: initializers and Constant nodes become constant Values,
-    node domains and names are kept, attributes become plain Python values."""
+    """Build the IR of an ONNX model (our ModelProto or onnx's: the fields are the same):
+    initializers and Constant nodes become constant Values, node domains and names are kept,
+    attributes become plain Python values."""
     external = _ExternalData(Path(base_dir) if base_dir is not None else None, label)
+    lifted_inits = _lifted.spans.initializers if _lifted is not None else {}
+    lifted_nodes = _lifted.spans.constants if _lifted is not None else {}
     gp = proto.graph
 
     def text(value, what: str) -> str:
@@ -123,8 +192,10 @@ def from_onnx(
             values[name] = fresh(name)  # produced later in the file, or dangling
         return values[name]
 
-    for t in gp.initializer:
-        values[text(t.name, "an initializer name")] = Value(t.name, const=_tensor(t, external))
+    for index, t in enumerate(gp.initializer):
+        span = lifted_inits.get(index)
+        array = _tensor(t, external) if span is None else _view(t, _lifted, span, label)
+        values[text(t.name, "an initializer name")] = Value(t.name, const=array)
     for vi in gp.input:
         if vi.name in values:
             continue  # old-style models list initializers as inputs too
@@ -146,9 +217,14 @@ def from_onnx(
     for name in values:
         graph.reserve_name(name)
 
-    for n in gp.node:
+    for index, n in enumerate(gp.node):
+        span = lifted_nodes.get(index)
+        view = None
+        if span is not None:
+            lifted_attr = _lifted_attribute(n)
+            view = lifted_attr.name, _view(lifted_attr.t, _lifted, span, label)
         if _is_constant_node(n):
-            _read_constant_node(n, values, input_ids, label)
+            _read_constant_node(n, values, input_ids, label, view)
             continue
         inputs = [get(name) for name in n.input]
         outputs = []
@@ -159,7 +235,10 @@ def from_onnx(
             elif existing.producer() is not None or existing.is_const or id(existing) in input_ids:
                 existing = fresh(name)  # a second producer: validate() reports the duplicate
             outputs.append(existing)
-        attrs = {a.name: read_attribute(a, n.name) for a in n.attribute}
+        attrs = {a.name: read_attribute(a, n.name) for a in n.attribute
+                 if view is None or a.name != view[0]}
+        if view is not None:
+            attrs[view[0]] = view[1]
         node = Node(n.op_type, inputs, outputs, attrs, name=n.name, domain=n.domain,
                     doc=n.doc_string)
         original = n.name
@@ -171,18 +250,19 @@ def from_onnx(
     return model
 
 
-def _is_constant_node(n: onnx.NodeProto) -> bool:
+def _is_constant_node(n: NodeProto) -> bool:
     return n.op_type == "Constant" and n.domain in ("", DIALECT) and len(n.output) == 1 \
         and not n.input
 
 
 def _read_constant_node(
-    n: onnx.NodeProto, values: dict[str, Value], input_ids: set[int], label: str
+    n: NodeProto, values: dict[str, Value], input_ids: set[int], label: str,
+    view: tuple[str, np.ndarray] | None = None,
 ) -> None:
     if len(n.attribute) != 1:
         raise ModelLoadError(f"{label}: Constant node '{n.name}' must have exactly one attribute")
     attr = n.attribute[0]
-    value = read_attribute(attr, n.name)
+    value = view[1] if view is not None else read_attribute(attr, n.name)
     if attr.name == "value_float":
         array = np.array(value, dtype=np.float32)
     elif attr.name == "value_int":
@@ -207,7 +287,7 @@ def _read_constant_node(
         raise ModelLoadError(f"{label}: tensor '{name}' is defined twice (Constant '{n.name}')")
 
 
-def _read_metadata(proto: onnx.ModelProto, model: Model, text) -> None:
+def _read_metadata(proto: ModelProto, model: Model, text) -> None:
     for entry in proto.metadata_props:
         text(entry.key, "a metadata key")
         text(entry.value, "a metadata value")

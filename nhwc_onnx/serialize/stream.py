@@ -8,14 +8,18 @@ big tensor's raw_data straight from its array. The bytes equal ``to_bytes(model)
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import BinaryIO
 
 import numpy as np
-import onnx
-from onnx import TensorProto
 
+from ..onnxfile import ModelProto, TensorProto
 from ..protowire import encode_varint as _varint
+
+# A weight that is not C-ordered little-endian bytes goes out in pieces of about this size
+# through one reused buffer: a whole C-ordered copy would cost its size in fresh memory again.
+CHUNK_BYTES = 16 << 20
 
 # Field numbers from onnx.proto (facts of the format).
 _MODEL_GRAPH = 7
@@ -48,14 +52,51 @@ def _split(message, before: tuple[str, ...], skip: str) -> tuple[bytes, bytes]:
     return head.SerializeToString(deterministic=True), tail.SerializeToString(deterministic=True)
 
 
-def _little_endian(array: np.ndarray) -> np.ndarray:
-    arr = np.asarray(array)
-    if arr.dtype.byteorder == ">":
-        arr = arr.astype(arr.dtype.newbyteorder("<"))
-    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
+class ArrayWriter:
+    """Writes arrays as ONNX raw bytes (C order, little endian) to ``handle``; arrays that are
+    not already laid out that way are converted in row chunks through one reused buffer."""
+
+    def __init__(self, handle: BinaryIO, chunk_bytes: int = CHUNK_BYTES):
+        self.handle = handle
+        self.chunk_bytes = chunk_bytes
+        self._buffer = bytearray()
+
+    def write(self, array: np.ndarray) -> None:
+        arr = np.asarray(array)
+        target = arr.dtype.newbyteorder("<")
+        if arr.size == 0:
+            return
+        if arr.flags.c_contiguous and _same_bytes(arr.dtype, target):
+            self.handle.write(memoryview(arr.reshape(-1)).cast("B"))
+            return
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
+        row_bytes = arr.nbytes // arr.shape[0]
+        if row_bytes > self.chunk_bytes and arr.ndim > 1:
+            for row in arr:  # one row is already too big for a chunk: split it further
+                self.write(row)
+            return
+        rows = max(1, self.chunk_bytes // row_bytes)
+        rows = min(rows, arr.shape[0])
+        if len(self._buffer) < rows * row_bytes:
+            self._buffer = bytearray(rows * row_bytes)
+        for start in range(0, arr.shape[0], rows):
+            part = arr[start:start + rows]
+            count = part.size
+            out = np.frombuffer(self._buffer, dtype=target, count=count).reshape(part.shape)
+            np.copyto(out, part, casting="equiv")
+            self.handle.write(memoryview(self._buffer)[:part.nbytes])
+            del out
 
 
-def write_streaming(handle: BinaryIO, build: Callable[[Callable], onnx.ModelProto]) -> None:
+def _same_bytes(dtype: np.dtype, little: np.dtype) -> bool:
+    """Whether an array of ``dtype`` already holds the little-endian bytes of ``little``."""
+    if dtype.byteorder == "=" and sys.byteorder == "big" and dtype.itemsize > 1:
+        return False
+    return dtype.byteorder != ">" or dtype.itemsize == 1
+
+
+def write_streaming(handle: BinaryIO, build: Callable[[Callable], ModelProto]) -> None:
     """``build(defer)`` returns the ModelProto whose deferred tensors hold only a header;
     ``defer(array, tensor)`` marks a tensor whose data is written here from ``array``."""
     deferred: dict[int, np.ndarray] = {}
@@ -89,6 +130,7 @@ def write_streaming(handle: BinaryIO, build: Callable[[Callable], onnx.ModelProt
     graph_size = len(graph_head) + len(graph_tail) + sum(
         len(_tag(_GRAPH_INITIALIZER)) + len(_varint(s)) + s for s in init_sizes)
 
+    writer = ArrayWriter(handle)
     handle.write(model_head)
     handle.write(_tag(_MODEL_GRAPH) + _varint(graph_size))
     handle.write(graph_head)
@@ -97,6 +139,6 @@ def write_streaming(handle: BinaryIO, build: Callable[[Callable], onnx.ModelProt
         handle.write(header)
         if array is not None:
             handle.write(_tag(_TENSOR_RAW_DATA) + _varint(array.nbytes))
-            handle.write(memoryview(_little_endian(array)).cast("B"))
+            writer.write(array)
     handle.write(graph_tail)
     handle.write(model_tail)

@@ -1,31 +1,63 @@
-"""ndarray <-> TensorProto without the extra copies of ``numpy_helper`` on large weights."""
+"""ndarray <-> TensorProto without the extra copies of ``numpy_helper`` on large weights, and
+without importing onnx (our own classes of the file format, ``nhwc_onnx.onnxfile``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import ModelLoadError
+from ..onnxfile import TensorProto, TypeProto
 
 # Dimension denotations (ONNX's own vocabulary) that record a value's layout tag in the file.
 _BATCH, _CHANNEL, _FEATURE = "DATA_BATCH", "DATA_CHANNEL", "DATA_FEATURE"
+
+# TensorProto.DataType -> numpy dtype name (onnx.helper's table; the types past complex128 need
+# ml_dtypes, which onnx registers when it is imported).
+_ONNX_TO_DTYPE = {
+    TensorProto.FLOAT: "float32", TensorProto.UINT8: "uint8", TensorProto.INT8: "int8",
+    TensorProto.UINT16: "uint16", TensorProto.INT16: "int16", TensorProto.INT32: "int32",
+    TensorProto.INT64: "int64", TensorProto.STRING: "object", TensorProto.BOOL: "bool",
+    TensorProto.FLOAT16: "float16", TensorProto.DOUBLE: "float64",
+    TensorProto.UINT32: "uint32", TensorProto.UINT64: "uint64",
+    TensorProto.COMPLEX64: "complex64", TensorProto.COMPLEX128: "complex128",
+    TensorProto.BFLOAT16: "bfloat16", TensorProto.FLOAT8E4M3FN: "float8_e4m3fn",
+    TensorProto.FLOAT8E4M3FNUZ: "float8_e4m3fnuz", TensorProto.FLOAT8E5M2: "float8_e5m2",
+    TensorProto.FLOAT8E5M2FNUZ: "float8_e5m2fnuz", TensorProto.UINT4: "uint4",
+    TensorProto.INT4: "int4", TensorProto.FLOAT4E2M1: "float4_e2m1fn",
+    TensorProto.FLOAT8E8M0: "float8_e8m0fnu", TensorProto.UINT2: "uint2",
+    TensorProto.INT2: "int2", TensorProto.FLOAT6E2M3: "float6_e2m3fn",
+    TensorProto.FLOAT6E3M2: "float6_e3m2fn",
+}
+_DTYPE_TO_ONNX = {name: code for code, name in _ONNX_TO_DTYPE.items()}
+# Typed repeated fields our decoder reads without onnx: data type -> (field, its element type).
+_TYPED_FIELDS = {
+    TensorProto.FLOAT: ("float_data", "float32"), TensorProto.DOUBLE: ("double_data", "float64"),
+    TensorProto.INT64: ("int64_data", "int64"), TensorProto.INT32: ("int32_data", "int32"),
+    TensorProto.INT16: ("int32_data", "int32"), TensorProto.INT8: ("int32_data", "int32"),
+    TensorProto.UINT16: ("int32_data", "int32"), TensorProto.UINT8: ("int32_data", "int32"),
+    TensorProto.BOOL: ("int32_data", "int32"), TensorProto.UINT32: ("uint64_data", "uint64"),
+    TensorProto.UINT64: ("uint64_data", "uint64"),
+}
 
 
 def dtype_to_onnx(dtype: str | None) -> int:
     if dtype is None:
         return TensorProto.FLOAT
-    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    code = _DTYPE_TO_ONNX.get(str(dtype))
+    if code is not None:
+        return code
+    np_dtype = np.dtype(dtype)
+    if np_dtype.kind in "OU":
+        return TensorProto.STRING
+    code = _DTYPE_TO_ONNX.get(np_dtype.name)
+    if code is None:
+        raise ValueError(f"Unable to convert type {np_dtype!r} into TensorProto element type.")
+    return code
 
 
 def dtype_from_onnx(elem_type: int) -> str | None:
-    if elem_type == TensorProto.UNDEFINED:
-        return None
-    try:
-        return str(helper.tensor_dtype_to_np_dtype(elem_type))
-    except (KeyError, ValueError):
-        return None
+    return _ONNX_TO_DTYPE.get(elem_type)
 
 
 def little_endian_bytes(array: np.ndarray) -> bytes:
@@ -75,14 +107,50 @@ def tensor_to_array(tensor: TensorProto) -> np.ndarray:
         return np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).reshape(dims).astype(
             dtype, copy=True
         )
+    return _typed_array(tensor, dims, dtype)
+
+
+def _typed_array(tensor, dims: tuple, dtype: str | None) -> np.ndarray:
+    """A tensor stored in its typed repeated field (or an element type only onnx decodes)."""
+    count = int(np.prod(dims, dtype=np.int64))
+    data_type = tensor.data_type
+    if data_type == TensorProto.STRING:
+        items = list(tensor.string_data)
+        if len(items) != count:
+            raise ModelLoadError(f"tensor '{tensor.name}' cannot be decoded: {len(items)} "
+                                 f"strings for shape {list(dims)}")
+        try:
+            texts = [item.decode("utf-8") for item in items]
+        except UnicodeDecodeError as exc:
+            raise ModelLoadError(f"tensor '{tensor.name}' cannot be decoded: {exc}") from exc
+        array = np.empty(count, dtype=object)
+        array[:] = texts
+        return array.reshape(dims)
+    typed = _TYPED_FIELDS.get(data_type)
+    if typed is None or tensor.HasField("raw_data"):
+        return _onnx_array(tensor)
+    field, stored = typed
+    values = getattr(tensor, field)
+    if len(values) != count:
+        raise ModelLoadError(f"tensor '{tensor.name}' cannot be decoded: {len(values)} values "
+                             f"for shape {list(dims)} of {dtype}")
+    return np.array(values, dtype=stored).astype(dtype).reshape(dims)
+
+
+def _onnx_array(tensor) -> np.ndarray:
+    """onnx's own decoder, for the element types and encodings the dialect never writes."""
+    from onnx import TensorProto as OnnxTensorProto
+    from onnx import numpy_helper
+
     try:
-        return np.array(numpy_helper.to_array(tensor))
+        onnx_tensor = OnnxTensorProto.FromString(tensor.SerializeToString())
+        return np.array(numpy_helper.to_array(onnx_tensor))
     except Exception as exc:  # onnx raises assorted builtins for malformed tensors
         raise ModelLoadError(f"tensor '{tensor.name}' cannot be decoded: {exc}") from exc
 
 
 def fill_type(
-    type_proto: onnx.TypeProto, dtype: str | None, shape: Sequence | None, layout: str | None
+    type_proto: TypeProto, dtype: str | None, shape: Sequence | None, layout: str | None
 ) -> None:
     """A tensor type with element type, shape (None dims stay unknown) and layout denotation."""
     tensor_type = type_proto.tensor_type
@@ -99,7 +167,7 @@ def fill_type(
             dim.denotation = denotations[i]
 
 
-def read_type(type_proto: onnx.TypeProto) -> tuple[str | None, tuple | None, str | None]:
+def read_type(type_proto: TypeProto) -> tuple[str | None, tuple | None, str | None]:
     """(dtype, shape, layout) of a tensor type; unknown dims become None."""
     if not type_proto.HasField("tensor_type"):
         return None, None, None

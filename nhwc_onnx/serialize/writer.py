@@ -7,16 +7,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import onnx
-from onnx import TensorProto
 
 from .. import __version__
 from ..errors import OutputPathError
 from ..ir import CORE, DIALECT, Graph, Model, Value
+from ..onnxfile import AttributeProto, GraphProto, ModelProto, TensorProto, ValueInfoProto
 from ..outputs import file_mode, open_temp, temp_files, write_target
 from ..schemas import infer_shapes
 from .attributes import attribute_type, fill_attribute
-from .stream import write_streaming
+from .stream import ArrayWriter, write_streaming
 from .tensors import fill_tensor, fill_tensor_header, fill_type
 
 IR_VERSION = 8  # conservative: onnxruntime 1.31 refuses the IR 14 that onnx 1.23 writes
@@ -37,13 +36,22 @@ KEY_IO_PERMUTATIONS = "io_permutations"
 ExternalSink = Callable[[np.ndarray, TensorProto], None]
 
 
-def to_onnx(
+def to_onnx(model: Model, domain: str = DIALECT, weights_as_constants: bool = False):
+    """The ``onnx.ModelProto`` of ``model`` (see ``build_proto``; imports onnx)."""
+    import onnx
+
+    proto = build_proto(model, domain=domain, weights_as_constants=weights_as_constants)
+    return onnx.ModelProto.FromString(proto.SerializeToString())
+
+
+def build_proto(
     model: Model,
     domain: str = DIALECT,
     weights_as_constants: bool = False,
     external: ExternalSink | None = None,
-) -> onnx.ModelProto:
-    """The ONNX ModelProto of ``model`` (nodes are written in topological order).
+) -> ModelProto:
+    """The ModelProto of ``model`` in our own classes (``nhwc_onnx.onnxfile``; nodes are
+    written in topological order).
 
     Dialect nodes (IR domain ``nhwc`` or ``""``) are written in ``domain``; other domains are
     kept. Weights become initializers, or ``Constant`` nodes with ``weights_as_constants``.
@@ -51,7 +59,7 @@ def to_onnx(
     """
     graph = model.graph
     graph.toposort()
-    proto = onnx.ModelProto()
+    proto = ModelProto()
     proto.ir_version = IR_VERSION
     proto.producer_name = model.producer_name or "nhwc-onnx"
     proto.producer_version = __version__
@@ -75,7 +83,7 @@ def to_onnx(
 
 
 def _write_weights(
-    gp: onnx.GraphProto, constants: list[Value], domain: str, as_constants: bool,
+    gp: GraphProto, constants: list[Value], domain: str, as_constants: bool,
     external: ExternalSink | None,
 ) -> set[str]:
     """Constants as initializers (filled in place) or as leading Constant nodes."""
@@ -86,7 +94,7 @@ def _write_weights(
             node.domain = domain
             node.name = v.name
             node.output.append(v.name)
-            fill_attribute(node.attribute.add(), "value", v.const, onnx.AttributeProto.TENSOR,
+            fill_attribute(node.attribute.add(), "value", v.const, AttributeProto.TENSOR,
                            v.name)
         return {domain} if constants else set()
     for v in constants:
@@ -99,7 +107,7 @@ def _write_weights(
     return set()
 
 
-def _write_nodes(gp: onnx.GraphProto, graph: Graph, domain: str) -> set[str]:
+def _write_nodes(gp: GraphProto, graph: Graph, domain: str) -> set[str]:
     """Every node, attributes sorted by name; returns the operator domains used."""
     used: set[str] = set()
     for node in graph.nodes:
@@ -120,7 +128,7 @@ def _write_nodes(gp: onnx.GraphProto, graph: Graph, domain: str) -> set[str]:
     return used
 
 
-def _write_value_infos(gp: onnx.GraphProto, model: Model, constants: list[Value]) -> None:
+def _write_value_infos(gp: GraphProto, model: Model, constants: list[Value]) -> None:
     """Types of graph inputs and outputs, and of every other tensor whose shape is known."""
     graph = model.graph
     inferred = _inferred_shapes(model)
@@ -134,7 +142,7 @@ def _write_value_infos(gp: onnx.GraphProto, model: Model, constants: list[Value]
             _add_value_info(gp.value_info.add(), v, inferred)
 
 
-def _add_value_info(info: onnx.ValueInfoProto, v: Value, inferred: dict[str, tuple]) -> None:
+def _add_value_info(info: ValueInfoProto, v: Value, inferred: dict[str, tuple]) -> None:
     info.name = v.name
     shape = v.shape if v.shape is not None else inferred.get(v.name)
     fill_type(info.type, v.dtype, shape, v.layout)
@@ -178,7 +186,7 @@ def _metadata(model: Model) -> dict[str, str]:
 
 def to_bytes(model: Model, domain: str = DIALECT, weights_as_constants: bool = False) -> bytes:
     """Deterministic serialized bytes of ``model`` (all data inline)."""
-    proto = to_onnx(model, domain=domain, weights_as_constants=weights_as_constants)
+    proto = build_proto(model, domain=domain, weights_as_constants=weights_as_constants)
     return proto.SerializeToString(deterministic=True)
 
 
@@ -212,19 +220,19 @@ def save(
         if use_external:
             write_target(_data_path(path), "external-data file")
             data_tmp, sink = _external_sink(path, temps)
-            proto = to_onnx(model, domain=domain, external=sink)
+            proto = build_proto(model, domain=domain, external=sink)
             with data_tmp:
                 data_tmp.flush()
                 os.fsync(data_tmp.fileno())
         elif weights_as_constants:
-            proto = to_onnx(model, domain=domain, weights_as_constants=True)
+            proto = build_proto(model, domain=domain, weights_as_constants=True)
         model_tmp = _temp_file(path, temps)
         with model_tmp:
             if proto is not None:
                 model_tmp.write(proto.SerializeToString(deterministic=True))
             else:  # weights written straight from their arrays: no second copy in memory
-                write_streaming(model_tmp, lambda defer: to_onnx(model, domain=domain,
-                                                                  external=defer))
+                write_streaming(model_tmp, lambda defer: build_proto(model, domain=domain,
+                                                                      external=defer))
             model_tmp.flush()
             os.fsync(model_tmp.fileno())
         mode = file_mode(path)
@@ -251,6 +259,7 @@ def _temp_file(path: Path, temps: list[Path]):
 def _external_sink(path: Path, temps: list[Path]):
     handle = _temp_file(_data_path(path), temps)
     location = _data_path(path).name
+    writer = ArrayWriter(handle)
 
     def sink(array: np.ndarray, tensor: TensorProto) -> None:
         offset = handle.tell()
@@ -258,10 +267,8 @@ def _external_sink(path: Path, temps: list[Path]):
         if pad:
             handle.write(b"\0" * pad)
             offset += pad
-        arr = np.ascontiguousarray(array)
-        if arr.dtype.byteorder == ">":
-            arr = arr.astype(arr.dtype.newbyteorder("<"))
-        handle.write(memoryview(arr).cast("B"))
+        arr = np.asarray(array)
+        writer.write(arr)
         tensor.data_location = TensorProto.EXTERNAL
         for key, value in (("location", location), ("offset", str(offset)),
                            ("length", str(arr.nbytes))):

@@ -145,7 +145,7 @@ def test_serializer_failure_before_writing_leaves_nothing(tmp_path, monkeypatch)
     def broken(*args, **kwargs):
         raise OutputPathError("simulated serializer refusal")
 
-    monkeypatch.setattr(writer, "to_onnx", broken)
+    monkeypatch.setattr(writer, "build_proto", broken)
     with pytest.raises(OutputPathError):
         convert(source, out_dir / "model.nhwc.onnx", framework="onnx")
     assert not out_dir.exists() or folder_listing(out_dir) == []
