@@ -56,9 +56,9 @@ class ArrayWriter:
     """Writes arrays as ONNX raw bytes (C order, little endian) to ``handle``; arrays that are
     not already laid out that way are converted in row chunks through one reused buffer."""
 
-    def __init__(self, handle: BinaryIO, chunk_bytes: int = CHUNK_BYTES):
+    def __init__(self, handle: BinaryIO, chunk_bytes: int | None = None):
         self.handle = handle
-        self.chunk_bytes = chunk_bytes
+        self.chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
         self._buffer = bytearray()
 
     def write(self, array: np.ndarray) -> None:
