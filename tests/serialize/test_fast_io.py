@@ -40,6 +40,7 @@ def _arrays() -> dict[str, np.ndarray]:
         "empty_transposed": np.zeros((3, 0), np.float32).T,
         "scalar": np.array(2.5, dtype=">f4"),
         "contiguous": base,
+        "wide_transposed": rng.standard_normal((300, 7)).astype(np.float32).T,  # tiled copy
     }
 
 
