@@ -284,12 +284,12 @@ def verify(*args: Any, **kwargs: Any):
 
 def is_dialect_file(path: str | os.PathLike) -> bool:
     """True when an .onnx file is one of ours (dialect domain or our converter metadata)."""
-    import onnx
+    from .onnx_wire import lift_raw_data
+    from .onnxfile import ModelProto
+    from .safe_io import map_regular
 
-    from .safe_io import read_regular
-
-    try:
-        proto = onnx.load_from_string(read_regular(path, str(path)))
+    try:  # the structure only: weights stay in the mapped file
+        proto = ModelProto.FromString(lift_raw_data(map_regular(path, str(path))).skeleton)
     except Exception:  # noqa: BLE001 - unreadable files are reported by the loaders
         return False
     if any(p.key == "converter" and p.value == "nhwc-onnx" for p in proto.metadata_props):
