@@ -5,16 +5,20 @@ dialect's ops in domain ``nhwc`` (opset version 1), weights as initializers, det
 and atomic writes.
 """
 from .reader import from_onnx, load, parse_model_bytes
-from .writer import (
-    DEFAULT_DOMAIN_OPSET,
-    DIALECT_OPSET_VERSION,
-    EXTERNAL_DATA_THRESHOLD,
-    IR_VERSION,
-    save,
-    save_bytes,
-    to_bytes,
-    to_onnx,
-)
+
+# The writer (and what it needs: temp files, shape inference) loads on first use: `check` and
+# `info` only read.
+_WRITER_NAMES = ("DEFAULT_DOMAIN_OPSET", "DIALECT_OPSET_VERSION", "EXTERNAL_DATA_THRESHOLD",
+                 "IR_VERSION", "save", "save_bytes", "to_bytes", "to_onnx")
+
+
+def __getattr__(name: str):
+    if name in _WRITER_NAMES:
+        from . import writer
+
+        return getattr(writer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_DOMAIN_OPSET", "DIALECT_OPSET_VERSION", "EXTERNAL_DATA_THRESHOLD", "IR_VERSION",

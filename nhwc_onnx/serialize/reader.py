@@ -15,8 +15,8 @@ from ..onnx_wire import LiftedModel, WireFormatError, lift_raw_data
 from ..onnxfile import ModelProto, NodeProto, TensorProto
 from ..safe_io import external_span, map_regular, mapped_array
 from .attributes import read_attribute
+from .keys import KEY_IO_PERMUTATIONS
 from .tensors import dtype_from_onnx, read_type, tensor_to_array
-from .writer import KEY_IO_PERMUTATIONS
 
 
 @dataclass

@@ -15,6 +15,7 @@ from ..onnxfile import AttributeProto, GraphProto, ModelProto, TensorProto, Valu
 from ..outputs import file_mode, open_temp, temp_files, write_target
 from ..schemas import infer_shapes
 from .attributes import attribute_type, fill_attribute
+from .keys import KEY_CONVERTER_VERSION, KEY_IO_PERMUTATIONS
 from .stream import ArrayWriter, write_streaming
 from .tensors import fill_tensor, fill_tensor_header, fill_type
 
@@ -28,9 +29,6 @@ EXTERNAL_DATA_THRESHOLD = 2**31 - 2**26
 EXTERNAL_MIN_TENSOR_BYTES = 1024  # small tensors stay inline even in an external-data model
 EXTERNAL_ALIGNMENT = 64
 
-# metadata_props keys the serializer owns
-KEY_CONVERTER_VERSION = "converter_version"
-KEY_IO_PERMUTATIONS = "io_permutations"
 
 # (array, tensor proto) -> None: stores the array's bytes outside the model
 ExternalSink = Callable[[np.ndarray, TensorProto], None]

@@ -196,6 +196,7 @@ except SystemExit as exc:
     code = exc.code
 print("EXIT", code)
 print("ONNX", "onnx" in sys.modules, "onnxruntime" in sys.modules)
+print("WRITER", "nhwc_onnx.serialize.writer" in sys.modules, "nhwc_onnx.outputs" in sys.modules)
 # peak of this program only (ru_maxrss would include the forking test process's memory)
 peak = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")]
 print("RSS", int(peak[0].split()[1]) * 1024 if peak else 0)
@@ -204,7 +205,7 @@ print("RSS", int(peak[0].split()[1]) * 1024 if peak else 0)
 
 def _report(result: subprocess.CompletedProcess) -> dict[str, list[str]]:
     lines = [line.split() for line in result.stdout.splitlines() if line[:4] in
-             ("EXIT", "ONNX", "RSS ")]
+             ("EXIT", "ONNX", "RSS ", "WRIT")]
     return {words[0]: words[1:] for words in lines}
 
 
@@ -233,5 +234,6 @@ def test_check_imports_no_onnx_and_reads_no_weight_bytes(tmp_path):
     assert report["EXIT"] == ["1"], result.stdout + result.stderr  # Mystery is no dialect op
     assert "Mystery" in result.stdout + result.stderr
     assert report["ONNX"] == ["False", "False"]
+    assert report["WRITER"] == ["False", "False"]  # check only reads: the writer loads lazily
     peak = int(report["RSS"][0])
     assert 0 < peak < size * 0.8, (peak >> 20, size >> 20)
