@@ -237,3 +237,19 @@ def test_check_imports_no_onnx_and_reads_no_weight_bytes(tmp_path):
     assert report["WRITER"] == ["False", "False"]  # check only reads: the writer loads lazily
     peak = int(report["RSS"][0])
     assert 0 < peak < size * 0.8, (peak >> 20, size >> 20)
+
+
+def test_load_on_a_big_endian_host_converts_views_to_native_order(tmp_path, monkeypatch):
+    """On a big-endian host a little-endian view would compute wrong numbers in native code
+    that assumes native order; the reader converts it (simulated: this host is little endian,
+    so the conversion is a plain copy, and the values must not change)."""
+    import types
+
+    from nhwc_onnx.serialize import reader
+
+    big = np.arange(64 * 33, dtype=np.float32).reshape(64, 33)
+    path = save(_model({"big": big}), tmp_path / "m.onnx")
+    monkeypatch.setattr(reader, "sys", types.SimpleNamespace(byteorder="big"))
+    const = next(v.const for v in load(path).graph.constants() if v.name == "big")
+    np.testing.assert_array_equal(const, big)
+    assert const.dtype == np.dtype("float32") and const.flags.writeable  # a native copy
