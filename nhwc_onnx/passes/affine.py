@@ -109,14 +109,14 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
         old_b = const_of(prod.input(2))
         bias = (np.zeros(a.shape[0]) if old_b is None else np.asarray(old_b, np.float64).reshape(-1))
         if scale:
-            prod.set_input(1, const(graph, np.multiply(w, grid, dtype=np.float64), f"{name}/W"))
+            prod.set_input(1, const(graph, scaled_weight(w, grid), f"{name}/W"))
         _set_bias(graph, prod, bias * a + b)
     else:  # Gemm / MatMul: output columns are the channels
         w = const_of(prod.input(1))
         trans_b = prod.op == "Gemm" and int(attr(prod, "transB"))
         scale = not np.all(a == 1)
         if scale:
-            w = np.multiply(w, a[:, None] if trans_b else a[None, :], dtype=np.float64)
+            w = scaled_weight(w, a[:, None] if trans_b else a[None, :])
         c_in = prod.input(2) if prod.op == "Gemm" else None
         n = a.shape[0]
         old = np.zeros(n) if c_in is None else channel_vector(const_of(c_in), n, 2)
@@ -131,6 +131,33 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
             prod.attrs["beta"] = 1.0
             _set_bias(graph, prod, bias)
     _take_over_output(graph, prod, consumer)
+
+
+SCALE_CHUNK_BYTES = 4 << 20
+
+
+def scaled_weight(w: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """``w * grid`` computed in float64 and rounded once to float32: the same bits as
+    ``np.multiply(w, grid, dtype=np.float64).astype(np.float32)``, element for element, but
+    through one small reused float64 buffer instead of a float64 copy of the whole weight
+    (fresh memory is the cost that dominates folding a large weight)."""
+    shape = np.broadcast_shapes(w.shape, grid.shape)
+    out = np.empty(shape, np.float32)
+    if out.ndim == 0 or out.size == 0:
+        out[...] = np.multiply(w, grid, dtype=np.float64)
+        return out
+    w = np.broadcast_to(w, shape)
+    row = out[0].size
+    step = max(1, SCALE_CHUNK_BYTES // 8 // max(row, 1))
+    buffer = np.empty((min(step, shape[0]),) + shape[1:], np.float64)
+    per_row_grid = grid.ndim == len(shape) and grid.shape[0] != 1
+    for start in range(0, shape[0], step):
+        stop = min(start + step, shape[0])
+        chunk = buffer[: stop - start]
+        np.multiply(w[start:stop], grid[start:stop] if per_row_grid else grid, out=chunk,
+                    dtype=np.float64)
+        out[start:stop] = chunk
+    return out
 
 
 def _set_bias(graph: Graph, prod: Node, bias: np.ndarray) -> None:

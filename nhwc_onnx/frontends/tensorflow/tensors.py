@@ -6,13 +6,13 @@ does it: the last value repeats to fill the shape (MIGraphX's test graphs rely o
 """
 from __future__ import annotations
 
-import mmap
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ...errors import InvalidAttributeError, InvalidModelError, ModelLoadError
+from ...safe_io import mapped_array
 from ..base import Refusal
 
 # TensorFlow DataType enum value -> numpy dtype (reference types map like their base type).
@@ -125,21 +125,9 @@ def _external(tensor, what: str, buffer, dtype: np.dtype, shape: tuple, count: i
             f"{what}: tensor_content holds {length} bytes, shape {list(shape)} of {dtype} "
             f"needs {count * dtype.itemsize}"
         )
-    view = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(shape)
-    if length < OWN_COPY_BYTES or not isinstance(buffer, mmap.mmap):
-        return view
-    # A large weight gets its own array and its pages leave the map: a pass that replaces it
-    # (BatchNorm folding, layout transposes) then frees its memory instead of leaving the
-    # mapped original counted next to the new copy until the last view of the map dies.
-    own = view.copy()
-    start = -(-offset // mmap.PAGESIZE) * mmap.PAGESIZE
-    end = (offset + length) // mmap.PAGESIZE * mmap.PAGESIZE
-    if end > start and hasattr(mmap, "MADV_DONTNEED"):  # not on Windows
-        buffer.madvise(mmap.MADV_DONTNEED, start, end - start)
-    return own
-
-
-OWN_COPY_BYTES = 1 << 20
+    # A read-only view of the mapped file, never a copy: a pass that replaces the weight
+    # (BatchNorm folding, a layout transpose) lets its pages go when the view is dropped.
+    return mapped_array(buffer, dtype, count, offset, shape)
 
 
 class Attrs:

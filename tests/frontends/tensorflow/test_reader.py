@@ -251,3 +251,24 @@ def test_mutated_graphs_raise_only_project_errors(tmp_path):
             load(path, FrontendOptions())
         except NhwcOnnxError:
             pass
+
+
+def test_large_weights_are_read_only_views_of_the_mapped_file(tmp_path):
+    import mmap
+
+    graph = pb.GraphDef()
+    _placeholder(graph, "x", [2, 300])
+    weights = rand(300, 1000, seed=3)  # 1.2 MB: viewed in place, pages released when dropped
+    _const(graph, "w", weights)
+    _node(graph, "y", "MatMul", ["x", "w"], T=pb.AttrValue(type=pb.DT_FLOAT))
+    model = load_bytes(tmp_path, graph.SerializeToString())
+    (w,) = [v.const for v in model.graph.constants() if v.const.size == weights.size]
+    assert np.array_equal(w, weights)
+    assert not w.flags.writeable and not w.flags.owndata
+    base = w
+    while isinstance(base, np.ndarray):
+        base = base.base
+    assert isinstance(base.obj if isinstance(base, memoryview) else base, mmap.mmap)
+    x = rand(2, 300, seed=4)
+    (got,) = run_core(model, {"x": x}).values()
+    np.testing.assert_allclose(got, x @ weights, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,62 @@
+"""affine.scaled_weight: chunked float64 scaling gives exactly the bits of the whole-array
+formula (float64 product, one rounding to float32), for every grid shape folding uses."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nhwc_onnx.passes import affine
+from nhwc_onnx.passes.affine import scaled_weight
+
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered")
+
+
+def plain(w, grid):
+    return np.multiply(w, grid, dtype=np.float64).astype(np.float32)
+
+
+def awkward_values(rng, shape):
+    """Normal numbers, subnormals, zeros of both signs, huge values and float32 ties."""
+    w = rng.standard_normal(shape).astype(np.float32)
+    flat = w.reshape(-1)
+    tiny = np.float32(np.finfo(np.float32).tiny)
+    flat[::7] = tiny * rng.random(flat[::7].shape).astype(np.float32)  # subnormal range
+    flat[::11] = -0.0
+    flat[::13] = np.float32(3e38)
+    flat[::17] = np.float32(1 + 2**-23)  # times 1.5: exactly half way between two floats
+    return w
+
+
+@pytest.mark.parametrize("layout", ["OHWI-grid-last", "OIHW-grid-first", "gemm-rows",
+                                    "gemm-cols", "transposed-view"])
+def test_chunked_scaling_equals_the_plain_formula(monkeypatch, layout):
+    monkeypatch.setattr(affine, "SCALE_CHUNK_BYTES", 8 * 40)  # many chunks, a ragged last one
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(6) * 3.0
+    a[0] = 1.5  # with the 1 + 2**-23 weights: float64 exact, float32 rounding is a tie
+    a[1] = 2.0**-140  # products deep in the float32 subnormal range
+    if layout == "OHWI-grid-last":
+        w = awkward_values(rng, (5, 3, 2, 6))
+        grid = a[None, None, None, :]
+    elif layout == "OIHW-grid-first":
+        w = awkward_values(rng, (6, 4, 3, 3))
+        grid = np.broadcast_to(a[:, None, None, None], w.shape)
+    elif layout == "gemm-rows":
+        w = awkward_values(rng, (6, 9))
+        grid = a[:, None]
+    elif layout == "gemm-cols":
+        w = awkward_values(rng, (11, 6))
+        grid = a[None, :]
+    else:
+        w = awkward_values(rng, (6, 13)).T  # a non-contiguous view, as layout passes leave
+        grid = a[None, :]
+    got = scaled_weight(w, grid)
+    want = plain(w, grid)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_scalar_and_empty_weights():
+    assert scaled_weight(np.float32(2.0), np.float64(0.1)) == np.float32(0.2)
+    empty = scaled_weight(np.zeros((0, 3), np.float32), np.ones((1, 3)))
+    assert empty.shape == (0, 3) and empty.dtype == np.float32
