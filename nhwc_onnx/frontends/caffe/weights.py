@@ -37,7 +37,8 @@ class WeightSource:
         self.origin = origin
         self.random = random
         self.placeholder = placeholder
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self._rng = None  # made on first use: numpy.random costs ~17 ms to import
         self.by_name: dict[str, StoredLayer] = {}
         for layer in stored or []:
             self.by_name[layer.name] = layer  # a later copy wins, as in Caffe
@@ -118,7 +119,9 @@ class WeightSource:
                 f"for --weights random is {MAX_RANDOM_TOTAL * 4 / 2**30:.0f} GiB")
 
     def _random(self, spec: BlobSpec) -> np.ndarray:
-        rng, shape = self.rng, spec.shape
+        if self._rng is None:
+            self._rng = np.random.default_rng(self.seed)
+        rng, shape = self._rng, spec.shape
         if spec.kind == "weight":
             # He-scaled uniform values (variance 2 / fan_in): 3x cheaper than normal ones,
             # which matters for VGG's 138 M weights.

@@ -17,7 +17,7 @@ import numpy as np
 from ...errors import InvalidModelError, ModelLoadError
 from ...protowire import Truncated
 from ...protowire import read_varint as _varint
-from ...safe_io import read_regular
+from ...safe_io import map_regular, mapped_array
 
 # Wire types.
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -113,6 +113,7 @@ def _read_blob(buf: memoryview, span: tuple[int, int]) -> np.ndarray:
     legacy = [0, 0, 0, 0]
     has_legacy = False
     chunks: list[np.ndarray] = []
+    first_span = (0, 0)
     doubles: list[np.ndarray] = []
     for number, wire, value in _fields(buf, *span):
         if number == 7 and wire == _LEN:
@@ -121,6 +122,7 @@ def _read_blob(buf: memoryview, span: tuple[int, int]) -> np.ndarray:
             if wire not in (_LEN, _I32) or (value[1] - value[0]) % 4:
                 raise ValueError(f"blob data (field 5) has wire type {wire}")
             chunks.append(np.frombuffer(buf[value[0]:value[1]], dtype="<f4"))
+            first_span = first_span if len(chunks) > 1 else value
         elif number == 8:
             if wire not in (_LEN, _I64) or (value[1] - value[0]) % 8:
                 raise ValueError(f"blob double_data (field 8) has wire type {wire}")
@@ -142,6 +144,9 @@ def _read_blob(buf: memoryview, span: tuple[int, int]) -> np.ndarray:
     if count != data.size:
         raise InvalidModelError(
             f"a blob declares shape {shape} ({count} values) but stores {data.size} values")
+    if len(chunks) == 1 and count:
+        # The usual case, one packed array: a view with the final shape (see mapped_array).
+        return mapped_array(buf.obj, np.dtype("<f4"), count, first_span[0], tuple(shape))
     return data.reshape(shape)
 
 
@@ -174,12 +179,14 @@ def _read_layer(buf: memoryview, span: tuple[int, int], v1: bool) -> StoredLayer
 def read_caffemodel(path: str | os.PathLike) -> list[StoredLayer]:
     """Layers (name, type, blobs as float32 arrays) of a binary .caffemodel, in file order."""
     path = os.fspath(path)
-    data = read_regular(path, f"caffemodel {path}", writable=True)
+    # Mapped, not read: blobs are read-only views of the file (no copy of the weights), and
+    # a blob replaced by a pass (BatchNorm folding) gives its pages back (safe_io).
+    data = map_regular(path, f"caffemodel {path}")
     size = len(data)
     if size == 0:
         raise ModelLoadError(f"caffemodel {path} is empty")
     for magic, what in _FOREIGN_FORMATS:
-        if data.startswith(magic):
+        if data[:len(magic)] == magic:
             raise ModelLoadError(f"caffemodel {path} is {what}, not a binary Caffe NetParameter")
     if all(b in _TEXT_BYTES for b in data[:256]):
         raise ModelLoadError(
