@@ -82,3 +82,21 @@ def test_compare_helper_can_fail(tmp_path):
     oracle = text.replace('"ReLU"', '"Sigmoid"')
     with pytest.raises(AssertionError, match="max error"):
         compare_with_opencv(tmp_path, text, oracle_prototxt=oracle)
+
+
+def test_blobs_are_read_only_views_of_the_mapped_caffemodel(tmp_path):
+    import mmap
+
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)  # 73 KB
+    b = rng.standard_normal(64).astype(np.float32)
+    path = tmp_path / "m.caffemodel"
+    write_caffemodel(path, [("conv", "Convolution", [w, b])], "n")
+    (layer,) = read_caffemodel(path)
+    for blob, want in zip(layer.blobs, (w, b)):
+        np.testing.assert_array_equal(blob, want)
+        assert blob.shape == want.shape and not blob.flags.writeable
+        base = blob
+        while isinstance(base, np.ndarray):
+            base = base.base
+        assert isinstance(base.obj if isinstance(base, memoryview) else base, mmap.mmap)
