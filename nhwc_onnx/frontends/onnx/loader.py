@@ -7,6 +7,7 @@ file is a clear ModelLoadError instead of a traceback.
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import onnx
@@ -14,7 +15,9 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
 from ...errors import InvalidModelError, ModelLoadError
-from ...safe_io import external_span, read_regular
+from ...onnx_wire import lift_raw_data
+from ...protowire import WireFormatError
+from ...safe_io import external_span, map_regular, mapped_array
 from ..base import MAX_SOURCE_NODES, check_node_count
 
 # First bytes of formats people mistake for ONNX: say what the file is instead of "cannot parse".
@@ -31,22 +34,69 @@ def read_model(path: str, external: dict | None = None) -> onnx.ModelProto:
     With ``external`` (a dict), external initializers are read straight into numpy arrays
     stored there by name, and stay out of the proto (no bytes object, no copy into protobuf).
     """
-    data = read_regular(path, f"'{path}'")
-    model = parse_model_bytes(data, path)
-    del data  # the parsed message holds what it needs
+    data = map_regular(path, f"'{path}'")
+    lifted = _lift_weights(data) if external is not None else None
+    model = parse_model_bytes(data if lifted is None else lifted.skeleton, path, data[:8])
     load_external_data(model, os.path.dirname(os.path.abspath(path)), path, external)
+    if lifted is not None:
+        _view_lifted(model, data, lifted, external, path)
     return model
 
 
-def parse_model_bytes(data: bytes, label: str = "<bytes>") -> onnx.ModelProto:
+# Initializers lifted out of the parse: large enough that the shape-inference skeleton
+# (folding.py) makes every one of them a typed input, so no pass needs their bytes in the proto.
+LIFT_MIN_BYTES = 1 << 17
+
+
+def _lift_weights(data):
+    """The model without its large initializers' raw_data (None: nothing to lift, or the
+    bytes are malformed and the plain parse reports why)."""
+    if not data:
+        return None
+    try:
+        lifted = lift_raw_data(data, LIFT_MIN_BYTES)
+    except WireFormatError:
+        return None
+    return lifted if lifted.initializers else None
+
+
+def _view_lifted(model: onnx.ModelProto, data, lifted, external: dict, label: str) -> None:
+    """Lifted initializers become read-only views of the mapped file in ``external``; a
+    lifted tensor of a type numpy cannot view gets its bytes back. A Constant node's tensor
+    always does (rare, and the importer reads those from the proto)."""
+    for index, (offset, length) in lifted.initializers.items():
+        tensor = model.graph.initializer[index]
+        dtype = _np_dtype(tensor)
+        if dtype is None or dtype.kind not in "biuf":
+            tensor.raw_data = bytes(data[offset:offset + length])
+            continue
+        dims = tuple(int(d) for d in tensor.dims)
+        count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+        if any(d < 0 for d in dims) or count * dtype.itemsize != length:
+            raise InvalidModelError(
+                f"malformed tensor data: initializer '{tensor.name}' of '{label}' declares dims "
+                f"{list(dims)} but stores {length // dtype.itemsize} element(s)")
+        view = mapped_array(data, dtype.newbyteorder("<"), count, offset, dims)
+        external[tensor.name] = view if sys.byteorder == "little" else view.astype(dtype)
+        tensor.data_location = TensorProto.EXTERNAL  # its data is in ``external``, not here
+    for index, (offset, length) in lifted.constants.items():
+        for attr in model.graph.node[index].attribute:
+            if attr.HasField("t") and not attr.t.HasField("raw_data"):
+                attr.t.raw_data = bytes(data[offset:offset + length])
+
+
+def parse_model_bytes(data: bytes, label: str = "<bytes>", head: bytes | None = None
+                      ) -> onnx.ModelProto:
+    """``head``: the file's first bytes when ``data`` is a skeleton of it."""
     if not data:
         raise ModelLoadError(f"'{label}' is empty, not an ONNX model")
+    head = bytes(data[:8]) if head is None else bytes(head)
     for magic, what in _FOREIGN_MAGIC.items():
-        if data.startswith(magic):
+        if head.startswith(magic):
             raise ModelLoadError(f"'{label}' is {what}, not an ONNX model")
     model = onnx.ModelProto()
     try:
-        model.ParseFromString(data)
+        model.ParseFromString(data if isinstance(data, bytes) else memoryview(data))
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise ModelLoadError(
             f"'{label}' is not a valid ONNX model (truncated or not protobuf): {_short(exc)}"

@@ -167,3 +167,49 @@ def test_load_from_path_sets_metadata(tmp_path):
     core = load(str(path), FrontendOptions())
     assert core.metadata["source_framework"] == "onnx"
     assert core.metadata["source_file"] == "net.onnx"
+
+
+def _big_conv_model(rng) -> onnx.ModelProto:
+    """A Conv whose weight (64x32x5x5 = 200 KB) is lifted out of the parse, a small bias that
+    stays in it, and a BatchNormalization folded into the Conv (its weight gets replaced)."""
+    w = rng.standard_normal((64, 32, 5, 5)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    scale, shift = rng.uniform(0.5, 2, 64).astype(np.float32), rng.standard_normal(64)
+    mean, var = rng.standard_normal(64), rng.uniform(0.5, 2, 64)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[5, 5]),
+             helper.make_node("BatchNormalization", ["c", "s", "t", "m", "v"], ["y"])]
+    inits = {"w": w, "b": b, "s": scale, "t": shift.astype(np.float32),
+             "m": mean.astype(np.float32), "v": var.astype(np.float32)}
+    return make_model(nodes, [("x", [1, 32, 9, 11])], [("y", None)], inits)
+
+
+def test_large_initializers_are_read_only_views_of_the_mapped_file(tmp_path):
+    import mmap
+
+    rng = np.random.default_rng(3)
+    proto = _big_conv_model(rng)
+    path = tmp_path / "m.onnx"
+    path.write_bytes(proto.SerializeToString())
+    external: dict = {}
+    loader_module.read_model(str(path), external)
+    assert list(external) == ["w"]  # only the weight is over the lifting threshold
+    w = external["w"]
+    np.testing.assert_array_equal(w, numpy_helper.to_array(proto.graph.initializer[0]))
+    assert not w.flags.writeable
+    base = w
+    while isinstance(base, np.ndarray):
+        base = base.base
+    assert isinstance(base.obj if isinstance(base, memoryview) else base, mmap.mmap)
+    # the conversion through the file computes what onnxruntime computes
+    x = rng.standard_normal((1, 32, 9, 11)).astype(np.float32)
+    (got,) = run_core(load(str(path), FrontendOptions()), {"x": x}).values()
+    np.testing.assert_allclose(got, run_ort(proto, {"x": x})["y"], rtol=1e-4, atol=1e-4)
+
+
+def test_a_lifted_initializer_with_the_wrong_size_is_refused(tmp_path):
+    proto = _big_conv_model(np.random.default_rng(4))
+    proto.graph.initializer[0].dims[0] = 63  # declares fewer elements than it stores
+    path = tmp_path / "m.onnx"
+    path.write_bytes(proto.SerializeToString())
+    with pytest.raises(InvalidModelError, match="initializer 'w'.*declares dims"):
+        load(str(path), FrontendOptions())
