@@ -142,6 +142,11 @@ def scaled_weight(w: np.ndarray, grid: np.ndarray) -> np.ndarray:
     through one small reused float64 buffer instead of a float64 copy of the whole weight
     (fresh memory is the cost that dominates folding a large weight)."""
     shape = np.broadcast_shapes(w.shape, grid.shape)
+    grid32 = np.asarray(grid).astype(np.float32)
+    if w.dtype == np.float32 and np.array_equal(grid32, grid):
+        # Both factors are float32 values: their float64 product is exact (24 + 24 bits of
+        # significand fit in 53), so rounding it to float32 is exactly float32 multiplication.
+        return np.multiply(w, grid32, dtype=np.float32)
     out = np.empty(shape, np.float32)
     if out.ndim == 0 or out.size == 0:
         out[...] = np.multiply(w, grid, dtype=np.float64)

@@ -56,6 +56,20 @@ def test_chunked_scaling_equals_the_plain_formula(monkeypatch, layout):
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+@pytest.mark.parametrize("float32_scale", [True, False])
+def test_float32_scales_and_float64_scales_both_match(float32_scale):
+    """Keras graphs carry the scale as float32 constants (the direct float32 product is then
+    exact); ONNX/Caffe BatchNorm scales are float64 (the chunked float64 path)."""
+    rng = np.random.default_rng(11)
+    w = awkward_values(rng, (7, 3, 3, 16))
+    a = rng.standard_normal(16) * 2.0
+    if float32_scale:
+        a = a.astype(np.float32).astype(np.float64)
+    a[:3] = [1.5, 2.0**-140, -3.0]
+    grid = a[None, None, None, :]
+    assert np.array_equal(scaled_weight(w, grid).view(np.uint32), plain(w, grid).view(np.uint32))
+
+
 def test_scalar_and_empty_weights():
     assert scaled_weight(np.float32(2.0), np.float64(0.1)) == np.float32(0.2)
     empty = scaled_weight(np.zeros((0, 3), np.float32), np.ones((1, 3)))
