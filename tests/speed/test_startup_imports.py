@@ -3,6 +3,7 @@ cost of a CI step that checks models on every commit)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -65,3 +66,35 @@ def test_the_pass_pipeline_and_progress_leave_rarely_needed_stdlib_modules_unloa
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+_THREADS_AFTER_CHECK = textwrap.dedent("""
+    import os, sys
+    from nhwc_onnx.cli import main
+    sys.argv = ["nhwc-onnx", "check", sys.argv[1]]
+    try:
+        main()
+    except SystemExit:
+        pass
+    print(len(os.listdir("/proc/self/task")), os.environ.get("OPENBLAS_NUM_THREADS"),
+          file=sys.stderr)
+""")
+
+
+def _threads_after_check(openblas_threads: str | None) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if openblas_threads is not None:
+        env["OPENBLAS_NUM_THREADS"] = openblas_threads
+    proc = subprocess.run(
+        [sys.executable, "-c", _THREADS_AFTER_CHECK, str(EXAMPLES / "tiny_convnet.onnx")],
+        capture_output=True, text=True, timeout=120, check=False, env=env)
+    return proc.stderr.strip().splitlines()[-1].split()
+
+
+def test_the_command_line_keeps_numpy_blas_to_one_thread_unless_the_user_chose():
+    # OpenBLAS would start one spinning worker per core at numpy's import (CPU the CI job needs)
+    assert _threads_after_check(None) == ["1", "1"]
+    chosen = _threads_after_check("2")
+    assert chosen[1] == "2"
+    if (os.cpu_count() or 1) >= 2:  # OpenBLAS never starts more workers than cores
+        assert chosen[0] == "2"
