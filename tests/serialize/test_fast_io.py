@@ -41,11 +41,39 @@ def _arrays() -> dict[str, np.ndarray]:
         "scalar": np.array(2.5, dtype=">f4"),
         "contiguous": base,
         "wide_transposed": rng.standard_normal((300, 7)).astype(np.float32).T,  # tiled copy
+        # the dialect's weight orders, tile edges ragged on both axes (runs of 256, 32 places)
+        "hwio_as_ohwi": rng.standard_normal((3, 3, 7, 300)).astype(np.float32)
+        .transpose(3, 0, 1, 2),
+        "oihw_as_ohwi": rng.standard_normal((5, 7, 3, 3)).astype(np.float32).transpose(0, 2, 3, 1),
+        "matmul_as_dense_big_endian": rng.standard_normal((70, 300)).astype(">f4").T,
+        "rows_of_a_transposed": rng.standard_normal((300, 40)).astype(np.float32).T[5:35],
+        "columns_of_a_transposed": rng.standard_normal((300, 40)).astype(np.float32).T[:, 9:290],
+        "batch_of_transposes_with_gaps": rng.standard_normal((4, 300, 9)).astype(np.float32)
+        [:, :, 1:8].transpose(0, 2, 1),
     }
 
 
 def _expected_bytes(array: np.ndarray) -> bytes:
     return np.ascontiguousarray(array.astype(array.dtype.newbyteorder("<"))).tobytes()
+
+
+def test_the_dialects_weight_orders_take_the_tiled_transpose():
+    from nhwc_onnx.serialize.stream import transpose_plan
+
+    arrays = _arrays()
+    for name in ("hwio_as_ohwi", "oihw_as_ohwi", "matmul_as_dense_big_endian",
+                 "rows_of_a_transposed", "columns_of_a_transposed",
+                 "batch_of_transposes_with_gaps", "transposed", "wide_transposed"):
+        source, q_tile, p_tile = transpose_plan(arrays[name])
+        assert np.array_equal(source.reshape(arrays[name].shape), arrays[name]), name
+        assert q_tile * p_tile >= 256, name
+    base = np.zeros((6, 5, 4), np.float32)
+    for name, array in {"C order": base, "C order with gaps": base[:, ::2],
+                        "reversed": base.transpose(2, 1, 0)[::-1],
+                        "broadcast": np.broadcast_to(base[:1], (6, 5, 4)).transpose(2, 0, 1),
+                        "interleaved axes": base.transpose(1, 0, 2),
+                        "one axis": base[0, 0], "empty": base[:0].T}.items():
+        assert transpose_plan(array) is None, name
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 24, 100, 1 << 20])
