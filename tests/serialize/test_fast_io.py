@@ -175,6 +175,46 @@ def test_external_data_writes_converted_weights_in_chunks(tmp_path, monkeypatch)
         np.testing.assert_array_equal(numpy_helper.to_array(tensor), arrays[tensor.name])
 
 
+@pytest.mark.parametrize("external", [False, True])
+def test_large_weights_are_handed_to_the_kernel_for_writing_as_they_are_written(
+        tmp_path, monkeypatch, external):
+    from nhwc_onnx.serialize import writer as writer_module
+
+    real = writer_module.kernel_writeback()
+    assert real is not None  # Linux: the C library has sync_file_range
+    handed: list[tuple[int, int]] = []
+
+    def start(fd: int, offset: int, length: int) -> object:
+        # a range handed over must already be in the file, not in Python's buffer
+        assert os.fstat(fd).st_size >= offset + length
+        handed.append((offset, length))
+        return real(fd, offset, length)
+
+    monkeypatch.setattr(writer_module, "kernel_writeback", lambda: start)
+    monkeypatch.setattr(writer_module, "WRITEBACK_BYTES", 2048)
+    # 1.2 KB each: well inside Python's write buffer, so a hint without a flush would be early
+    arrays = {f"w{i}": np.full((20, 15), i, np.float32).T for i in range(16)}
+    model = _model(arrays)
+    path = save(model, tmp_path / "m.onnx", external_threshold=0 if external else 1 << 30)
+    written = (path.with_name("m.onnx.data") if external else path).read_bytes()
+    assert len(handed) >= 6
+    assert [o for o, _ in handed] == [0] + [o + n for o, n in handed[:-1]]  # in order, no gap
+    assert all(n >= 2048 for _, n in handed) and sum(n for _, n in handed) <= \
+        len(written)
+    if not external:
+        assert written == to_bytes(model)
+    back = {v.name: v.const for v in load(path).graph.constants()}
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(back[name], array)
+
+
+def test_small_models_are_written_without_writeback_hints(tmp_path, monkeypatch):
+    from nhwc_onnx.serialize import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "kernel_writeback", lambda: pytest.fail("hinted"))
+    save(_model({"w": np.ones((40, 30), np.float32)}), tmp_path / "m.onnx")
+
+
 def _mapped_base(array: np.ndarray):
     base = array
     while isinstance(base, np.ndarray):
