@@ -1,14 +1,22 @@
-"""affine.scaled_weight: chunked float64 scaling gives exactly the bits of the whole-array
-formula (float64 product, one rounding to float32), for every grid shape folding uses."""
+"""affine.scaled_weight: float64 scaling through numpy's small buffers gives exactly the bits
+of the whole-array formula (float64 product, one rounding to float32), for every grid shape
+folding uses, and never holds a float64 copy of the weight."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nhwc_onnx.passes import affine
 from nhwc_onnx.passes.affine import scaled_weight
 
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered")
+
+
+@pytest.fixture
+def small_buffers():
+    """numpy's ufunc buffer at 16 elements: many chunks per weight, a ragged last one."""
+    old = np.setbufsize(16)
+    yield
+    np.setbufsize(old)
 
 
 def plain(w, grid):
@@ -29,8 +37,7 @@ def awkward_values(rng, shape):
 
 @pytest.mark.parametrize("layout", ["OHWI-grid-last", "OIHW-grid-first", "gemm-rows",
                                     "gemm-cols", "transposed-view"])
-def test_chunked_scaling_equals_the_plain_formula(monkeypatch, layout):
-    monkeypatch.setattr(affine, "SCALE_CHUNK_BYTES", 8 * 40)  # many chunks, a ragged last one
+def test_chunked_scaling_equals_the_plain_formula(small_buffers, layout):
     rng = np.random.default_rng(7)
     a = rng.standard_normal(6) * 3.0
     a[0] = 1.5  # with the 1 + 2**-23 weights: float64 exact, float32 rounding is a tie
@@ -74,3 +81,17 @@ def test_scalar_and_empty_weights():
     assert scaled_weight(np.float32(2.0), np.float64(0.1)) == np.float32(0.2)
     empty = scaled_weight(np.zeros((0, 3), np.float32), np.ones((1, 3)))
     assert empty.shape == (0, 3) and empty.dtype == np.float32
+
+
+def test_scaling_holds_no_float64_copy_of_the_weight():
+    import tracemalloc
+
+    w = np.ones((256, 64, 3, 3), np.float32)  # 576 KB; a float64 copy would be 1.2 MB
+    grid = np.linspace(0.5, 2.0, 256)[:, None, None, None]
+    tracemalloc.start()
+    try:
+        out = scaled_weight(w, grid)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.nbytes <= peak < out.nbytes + 256 * 1024, peak
