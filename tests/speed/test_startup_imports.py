@@ -68,7 +68,7 @@ def test_the_pass_pipeline_and_progress_leave_rarely_needed_stdlib_modules_unloa
     assert proc.stdout.strip() == "[]"
 
 
-_THREADS_AFTER_CHECK = textwrap.dedent("""
+_NUMPY_AFTER_CHECK = textwrap.dedent("""
     import os, sys
     from nhwc_onnx.cli import main
     sys.argv = ["nhwc-onnx", "check", sys.argv[1]]
@@ -76,25 +76,29 @@ _THREADS_AFTER_CHECK = textwrap.dedent("""
         main()
     except SystemExit:
         pass
+    import numpy
+    core = getattr(numpy, "_core", None) or numpy.core  # numpy 2 / numpy 1
     print(len(os.listdir("/proc/self/task")), os.environ.get("OPENBLAS_NUM_THREADS"),
-          file=sys.stderr)
+          core.multiarray._get_madvise_hugepage(), file=sys.stderr)
 """)
 
 
-def _threads_after_check(openblas_threads: str | None) -> list[str]:
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    if openblas_threads is not None:
-        env["OPENBLAS_NUM_THREADS"] = openblas_threads
+def _numpy_after_check(**chosen: str) -> list[str]:
+    """[threads, OPENBLAS_NUM_THREADS, huge pages on] of a `check` process."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "NUMPY_MADVISE_HUGEPAGE")}
+    env.update(chosen)
     proc = subprocess.run(
-        [sys.executable, "-c", _THREADS_AFTER_CHECK, str(EXAMPLES / "tiny_convnet.onnx")],
+        [sys.executable, "-c", _NUMPY_AFTER_CHECK, str(EXAMPLES / "tiny_convnet.onnx")],
         capture_output=True, text=True, timeout=120, check=False, env=env)
     return proc.stderr.strip().splitlines()[-1].split()
 
 
-def test_the_command_line_keeps_numpy_blas_to_one_thread_unless_the_user_chose():
-    # OpenBLAS would start one spinning worker per core at numpy's import (CPU the CI job needs)
-    assert _threads_after_check(None) == ["1", "1"]
-    chosen = _threads_after_check("2")
-    assert chosen[1] == "2"
+def test_the_command_line_sets_numpy_defaults_unless_the_user_chose():
+    # OpenBLAS would start one spinning worker per core at numpy's import (CPU the CI job needs);
+    # huge pages would make first touches of folded weights wait for memory compaction
+    assert _numpy_after_check() == ["1", "1", "False"]
+    chosen = _numpy_after_check(OPENBLAS_NUM_THREADS="2", NUMPY_MADVISE_HUGEPAGE="1")
+    assert chosen[1:] == ["2", "True"]
     if (os.cpu_count() or 1) >= 2:  # OpenBLAS never starts more workers than cores
         assert chosen[0] == "2"
