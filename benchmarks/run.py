@@ -368,6 +368,14 @@ def machine_info() -> dict:
             "python": platform.python_version(), "os": platform.platform()}
 
 
+def cli_env() -> dict:
+    """The environment the command line gives itself (nhwc_onnx.cli._numpy_settings): the API
+    script profiled must run the conversion the way `nhwc-onnx convert` does."""
+    from nhwc_onnx.cli import NUMPY_ENVIRONMENT
+
+    return {**NUMPY_ENVIRONMENT, **os.environ}
+
+
 def profile(model: dict, work: Path, tool: str = "cprofile",
             save_dir: Path | None = None) -> Path:
     """Profile one conversion of ours (through the API, the CLI's only work) with cProfile
@@ -380,10 +388,11 @@ def profile(model: dict, work: Path, tool: str = "cprofile",
     if tool == "py-spy":
         out = work / f"{model['name']}.speedscope.json"
         subprocess.run([str(ANCHOR_BIN / "py-spy"), "record", "--rate", "500", "--format",
-                        "speedscope", "-o", str(out), "--", python, *args], check=True)
+                        "speedscope", "-o", str(out), "--", python, *args], check=True,
+                       env=cli_env())
         return out
     out = work / f"{model['name']}.prof"
-    subprocess.run([python, "-m", "cProfile", "-o", str(out), *args], check=True)
+    subprocess.run([python, "-m", "cProfile", "-o", str(out), *args], check=True, env=cli_env())
     text = profile_text(out, model["name"])
     print(text)
     if save_dir is not None:
