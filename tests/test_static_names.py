@@ -135,7 +135,10 @@ def unresolved_module_attributes(source: str, path: Path, counter: list | None =
 
 def _python_files():
     for top in SCANNED:
-        yield from sorted((REPO / top).rglob("*.py"))
+        for path in sorted((REPO / top).rglob("*.py")):
+            # hidden folders are local tools (benchmarks/.venv-anchors holds TensorFlow's tree)
+            if not any(part.startswith(".") for part in path.relative_to(REPO).parts):
+                yield path
 
 
 def test_every_attribute_of_an_imported_package_module_exists():
