@@ -104,6 +104,9 @@ def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
 
     Exit 0 when all are valid, 1 when any is invalid, 2 when any cannot be read.
     """
+    from .numpy_deferral import defer_numpy_import
+
+    defer_numpy_import()  # check reads shapes, not values: numpy loads only if a rule needs it
     from .check_report import check_file, expand_model_paths, no_match_result, summary, to_junit
 
     files, unmatched = expand_model_paths(models)

@@ -1,4 +1,6 @@
 """The shared intermediate representation: see ``core.py``."""
 from .core import CORE, DIALECT, LAYOUTS, NCHW, NHWC, Graph, Model, Node, Shape, Value
+from .deferred import DeferredArray
 
-__all__ = ["CORE", "DIALECT", "LAYOUTS", "NCHW", "NHWC", "Graph", "Model", "Node", "Shape", "Value"]
+__all__ = ["CORE", "DIALECT", "LAYOUTS", "NCHW", "NHWC", "DeferredArray", "Graph", "Model", "Node",
+           "Shape", "Value"]

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidModelError
+from .deferred import DeferredArray
 
 Shape = tuple  # tuple of int (or None for an unknown dimension)
 
@@ -87,6 +88,9 @@ class Value:
 # str(np.dtype) costs microseconds and runs for every value a pass creates: remember it.
 _DTYPE_NAMES: dict[Any, str] = {}
 _ARRAY_DTYPE_NAMES: dict[np.dtype, str] = {}
+_CANONICAL_NAMES = frozenset((
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+    "uint32", "uint64", "bool", "complex64", "complex128"))
 
 
 def _canonical_dtype(dtype: Any) -> str:
@@ -94,6 +98,8 @@ def _canonical_dtype(dtype: Any) -> str:
     try:
         return _DTYPE_NAMES[dtype]
     except (KeyError, TypeError):  # TypeError: an unhashable spelling
+        if isinstance(dtype, str) and dtype in _CANONICAL_NAMES:
+            return dtype  # already numpy's name: known without loading numpy (see deferred.py)
         name = str(np.dtype(dtype))
     if isinstance(dtype, (str, type)):
         _DTYPE_NAMES[dtype] = name
@@ -102,6 +108,8 @@ def _canonical_dtype(dtype: Any) -> str:
 
 def _dtype_name(array: np.ndarray) -> str:
     """'float32' for any byte order: the element type, not the storage order."""
+    if type(array) is DeferredArray:
+        return array.dtype_name
     dtype = array.dtype
     name = _ARRAY_DTYPE_NAMES.get(dtype)
     if name is None:

@@ -10,9 +10,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
+from ..ir.deferred import DeferredArray
+from ..numpy_deferral import is_numpy
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..ir import Node
 
 
@@ -217,25 +220,19 @@ def check_attr_value(name: str, spec: Attr, value: Any) -> str | None:
     kind = spec.kind
     ok = True
     if kind is AttrKind.INT:
-        ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        ok = _is_int(value)
     elif kind is AttrKind.FLOAT:
-        ok = isinstance(value, (float, int, np.floating, np.integer)) and not isinstance(
-            value, bool
-        )
+        ok = _is_number(value) and not isinstance(value, bool)
     elif kind is AttrKind.STRING:
         ok = isinstance(value, str)
     elif kind is AttrKind.INTS:
-        ok = isinstance(value, (list, tuple)) and all(
-            isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in value
-        )
+        ok = isinstance(value, (list, tuple)) and all(_is_int(x) for x in value)
     elif kind is AttrKind.FLOATS:
-        ok = isinstance(value, (list, tuple)) and all(
-            isinstance(x, (float, int, np.floating, np.integer)) for x in value
-        )
+        ok = isinstance(value, (list, tuple)) and all(_is_number(x) for x in value)
     elif kind is AttrKind.STRINGS:
         ok = isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value)
     elif kind is AttrKind.TENSOR:
-        ok = isinstance(value, np.ndarray)
+        ok = is_numpy(value, "ndarray") or isinstance(value, DeferredArray)
     if not ok:
         return f"attribute '{name}' must be of kind {kind.value}, found {_describe(value)}"
     if spec.allowed is not None:
@@ -247,8 +244,18 @@ def check_attr_value(name: str, spec: Attr, value: Any) -> str | None:
     return None
 
 
+def _is_int(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or is_numpy(value, "integer")
+
+
+def _is_number(value: Any) -> bool:
+    """int, float or a numpy int/float scalar (bool included, as numpy's float check has it)."""
+    return isinstance(value, (int, float)) or is_numpy(value, "integer") \
+        or is_numpy(value, "floating")
+
+
 def _describe(value: Any) -> str:
-    if isinstance(value, np.ndarray):
+    if is_numpy(value, "ndarray") or isinstance(value, DeferredArray):
         return f"tensor {value.dtype}{list(value.shape)}"
     if isinstance(value, (list, tuple)):
         kinds = sorted({type(x).__name__ for x in value})

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelLoadError
-from ..ir import DIALECT, Graph, Model, Node, Value
+from ..ir import DIALECT, DeferredArray, Graph, Model, Node, Value
 from ..onnx_wire import LiftedModel, WireFormatError, lift_raw_data
 from ..onnxfile import ModelProto, NodeProto, TensorProto
 from ..safe_io import external_span, map_regular, mapped_array
@@ -27,12 +28,14 @@ class _Lifted:
     spans: LiftedModel
 
 
-def load(path: str | os.PathLike) -> Model:
+def load(path: str | os.PathLike, defer_weights: bool = False) -> Model:
     """Read an ONNX file (external data resolved next to it) into the IR.
 
     The file is memory-mapped and protobuf parses only its structure: large weights become
     read-only numpy views of the mapped file, so a model's weights cost no copy (and pages
-    that are never touched are never read).
+    that are never touched are never read). ``defer_weights``: initializers become
+    ``DeferredArray`` constants, decoded on first use (``check`` reads shapes only, so it
+    runs without numpy); every size check of the eager read is still made now.
     """
     path = Path(path)
     label = str(path)
@@ -50,7 +53,8 @@ def load(path: str | os.PathLike) -> Model:
     if lifted is not None and not _constants_resolve(proto, lifted.spans):
         lifted = None  # a lifted node tensor is ambiguous: read the file the plain way
         proto = parse_model_bytes(data[:], label)
-    return from_onnx(proto, base_dir=path.parent, label=label, _lifted=lifted)
+    return from_onnx(proto, base_dir=path.parent, label=label, _lifted=lifted,
+                     defer_weights=defer_weights)
 
 
 def _lifted_attribute(node: NodeProto):
@@ -151,9 +155,41 @@ def _view(tensor: TensorProto, lifted: _Lifted, span: tuple[int, int], label: st
     return view
 
 
+# Bytes per element of the types a deferred constant may have (numpy's itemsize).
+_ITEMSIZE = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
+             "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
+
+
+def _deferred(tensor: TensorProto, length: int | None, read) -> DeferredArray | None:
+    """``tensor`` (``length`` bytes of raw data) as a DeferredArray when the eager read would
+    accept it: a numeric type, inline data whose size fits the shape. Otherwise None, and the
+    eager read runs now (and reports what is wrong in its own words)."""
+    dtype = dtype_from_onnx(tensor.data_type)
+    itemsize = _ITEMSIZE.get(dtype)
+    dims = tuple(int(d) for d in tensor.dims)
+    if itemsize is None or length is None or tensor.data_location == TensorProto.EXTERNAL \
+            or any(d < 0 for d in dims) or length != math.prod(dims) * itemsize:
+        return None
+    return DeferredArray(dims, dtype, read)
+
+
+def _initializer(tensor: TensorProto, external: _ExternalData, lifted: _Lifted | None,
+                 span: tuple[int, int] | None, label: str, defer: bool):
+    if span is None:
+        def read():
+            return _tensor(tensor, external)
+        length = len(tensor.raw_data) if defer and tensor.HasField("raw_data") else None
+    else:
+        def read():
+            return _view(tensor, lifted, span, label)
+        length = span[1]
+    deferred = _deferred(tensor, length, read) if defer else None
+    return read() if deferred is None else deferred
+
+
 def from_onnx(
     proto: ModelProto, base_dir: str | os.PathLike | None = None, label: str = "model",
-    _lifted: _Lifted | None = None,
+    _lifted: _Lifted | None = None, defer_weights: bool = False,
 ) -> Model:
     """Build the IR of an ONNX model (our ModelProto or onnx's: the fields are the same):
     initializers and Constant nodes become constant Values, node domains and names are kept,
@@ -193,8 +229,8 @@ def from_onnx(
         return values[name]
 
     for index, t in enumerate(gp.initializer):
-        span = lifted_inits.get(index)
-        array = _tensor(t, external) if span is None else _view(t, _lifted, span, label)
+        array = _initializer(t, external, _lifted, lifted_inits.get(index), label,
+                             defer_weights)
         values[text(t.name, "an initializer name")] = Value(t.name, const=array)
     for vi in gp.input:
         if vi.name in values:

@@ -23,8 +23,9 @@ _RUN_CLI = textwrap.dedent("""
         "secrets", "xml.etree.ElementTree", "nhwc_onnx.passes", "nhwc_onnx.frontends",
         "nhwc_onnx.api", "nhwc_onnx.verification", "nhwc_onnx.runtime"})
     patterns = [p for p in re._cache if isinstance(p, tuple) and "\\ud7ff" in str(p[1])]
-    print(json.dumps({"code": code, "loaded": loaded, "xml_pattern": bool(patterns)}),
-          file=sys.stderr)
+    from nhwc_onnx.numpy_deferral import numpy_loaded
+    print(json.dumps({"code": code, "loaded": loaded, "xml_pattern": bool(patterns),
+                      "numpy": numpy_loaded() is not None}), file=sys.stderr)
 """)
 
 
@@ -38,14 +39,43 @@ def _run(*args: str) -> dict:
 
 def test_help_loads_no_conversion_machinery():
     facts = _run("--help")
-    assert {**facts, "stdout": ""} == {"code": 0, "loaded": [], "xml_pattern": False, "stdout": ""}
+    assert {**facts, "stdout": ""} == {"code": 0, "loaded": [], "xml_pattern": False,
+                                       "numpy": False, "stdout": ""}
 
 
 def test_check_loads_only_the_reader_and_the_schemas():
     facts = _run("check", str(EXAMPLES / "tiny_convnet.onnx"))
-    # secrets: temp-file names come from os.urandom; the XML pattern: only JUnit needs it
+    # secrets: temp-file names come from os.urandom; the XML pattern: only JUnit needs it;
+    # numpy: validation reads shapes, not weights (nhwc_onnx/numpy_deferral.py)
     assert facts["stdout"].endswith(": valid (8 nodes)\n")
-    assert {**facts, "stdout": ""} == {"code": 0, "loaded": [], "xml_pattern": False, "stdout": ""}
+    assert {**facts, "stdout": ""} == {"code": 0, "loaded": [], "xml_pattern": False,
+                                       "numpy": False, "stdout": ""}
+
+
+def test_check_loads_numpy_only_for_a_rule_that_reads_values(tmp_path):
+    import numpy as np
+
+    from nhwc_onnx.ir import DIALECT, Graph, Model, Value
+    from nhwc_onnx.schemas import validate
+    from nhwc_onnx.serialize import save
+
+    def one_node(op, shape, const, attrs=None):
+        g = Graph()
+        node = g.make_node(op, [g.add_input(Value("x", shape=shape)), g.constant(const, "c")],
+                           attrs or {}, name="n", domain=DIALECT)
+        g.outputs = list(node.outputs)
+        return Model(g)
+
+    conv = one_node("Conv", (1, 9, 9, 64), np.ones((64, 3, 3, 64), np.float32),
+                    {"kernel_shape": [3, 3], "pads": "SAME"})  # 147 KB: lifted, mapped
+    bad_reshape = one_node("Reshape", (1, 4, 6), np.array([-1, -1], np.int64))
+    facts = _run("check", str(save(conv, tmp_path / "conv.onnx")))
+    assert (facts["code"], facts["numpy"]) == (0, False)
+    facts = _run("check", str(save(bad_reshape, tmp_path / "reshape.onnx")))
+    # Reshape's rule reads its target shape: numpy loads through the stand-in, same verdict
+    assert (facts["code"], facts["numpy"]) == (1, True)
+    [issue] = validate(bad_reshape)
+    assert issue.message in facts["stdout"]
 
 
 def test_check_with_junit_still_escapes_control_characters():

@@ -138,3 +138,9 @@ def flatten_axis(axis: int, rank: int) -> int:
     if not -rank <= axis <= rank:
         raise InvalidAttributeError(f"Flatten axis {axis} is out of range for rank {rank}")
     return axis + rank if axis < 0 else axis
+
+
+def numpy_function(name: str) -> Callable:
+    """``np.<name>``, looked up when called: the evaluator tables are built at import, and
+    ``check`` imports the schemas without loading numpy (it reads shapes, not values)."""
+    return lambda *args, **kwargs: getattr(np, name)(*args, **kwargs)

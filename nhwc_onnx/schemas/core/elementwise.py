@@ -8,7 +8,15 @@ import numpy as np
 
 from ..base import Attr
 from . import layout_rules as lr
-from .define import A, broadcast, core_op, dtype_bool, dtype_of_inputs, same_shape
+from .define import (
+    A,
+    broadcast,
+    core_op,
+    dtype_bool,
+    dtype_of_inputs,
+    numpy_function,
+    same_shape,
+)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -23,25 +31,25 @@ def _unary(fn: Callable[[np.ndarray], np.ndarray]):
 _UNARY: dict[str, Callable] = {
     "Relu": lambda x: np.maximum(x, 0),
     "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x.astype(np.float64))),
-    "Tanh": np.tanh,
-    "Abs": np.abs,
-    "Neg": np.negative,
-    "Sqrt": np.sqrt,
+    "Tanh": numpy_function("tanh"),
+    "Abs": numpy_function("abs"),
+    "Neg": numpy_function("negative"),
+    "Sqrt": numpy_function("sqrt"),
     "Rsqrt": lambda x: 1.0 / np.sqrt(x.astype(np.float64)),
     "Reciprocal": lambda x: 1.0 / x.astype(np.float64),
-    "Exp": np.exp,
-    "Log": np.log,
+    "Exp": numpy_function("exp"),
+    "Log": numpy_function("log"),
     "Square": lambda x: x * x,
     "Softplus": lambda x: np.logaddexp(0.0, x.astype(np.float64)),
     "Erf": _erf,
     "HardSwish": lambda x: x * np.clip(x.astype(np.float64) / 6.0 + 0.5, 0.0, 1.0),
     "Identity": lambda x: x,
     "Dropout": lambda x: x,
-    "Floor": np.floor,
-    "Ceil": np.ceil,
-    "Round": np.round,  # half to even, as ONNX Round
-    "Sign": np.sign,
-    "Not": np.logical_not,
+    "Floor": numpy_function("floor"),
+    "Ceil": numpy_function("ceil"),
+    "Round": numpy_function("round"),  # half to even, as ONNX Round
+    "Sign": numpy_function("sign"),
+    "Not": numpy_function("logical_not"),
 }
 for _name, _fn in _UNARY.items():
     core_op(_name, f"Elementwise {_name} (ONNX semantics; Rsqrt = 1/sqrt, Square = x*x; Dropout "
@@ -121,11 +129,13 @@ def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 _BINARY: dict[str, Callable] = {
-    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": _divide,
-    "Max": np.maximum, "Min": np.minimum, "Pow": _pow,
+    "Add": numpy_function("add"), "Sub": numpy_function("subtract"),
+    "Mul": numpy_function("multiply"), "Div": _divide,
+    "Max": numpy_function("maximum"), "Min": numpy_function("minimum"), "Pow": _pow,
     "SquaredDifference": lambda a, b: (a - b) * (a - b),
-    "Equal": np.equal, "Less": np.less, "Greater": np.greater,
-    "And": np.logical_and, "Or": np.logical_or,
+    "Equal": numpy_function("equal"), "Less": numpy_function("less"),
+    "Greater": numpy_function("greater"),
+    "And": numpy_function("logical_and"), "Or": numpy_function("logical_or"),
 }
 _BOOL_RESULT = {"Equal", "Less", "Greater", "And", "Or"}
 

@@ -15,6 +15,7 @@ from .define import (
     eval_axis,
     flatten_axis,
     infer_axis,
+    numpy_function,
     prod,
 )
 
@@ -342,8 +343,9 @@ def _reducer(fn):
     return reduce
 
 
-_REDUCE = {"ReduceMean": np.mean, "ReduceMax": np.max, "ReduceMin": np.min,
-           "ReduceSum": np.sum, "ReduceProd": np.prod}
+_REDUCE = {"ReduceMean": numpy_function("mean"), "ReduceMax": numpy_function("max"),
+           "ReduceMin": numpy_function("min"), "ReduceSum": numpy_function("sum"),
+           "ReduceProd": numpy_function("prod")}
 for _name, _fn in _REDUCE.items():
     core_op(_name, f"{_name} over ``axes`` (all axes when absent).", ["X"],
             attrs={"axes": Attr(A.INTS), "keepdims": Attr(A.INT, default=1, allowed=(0, 1))},

@@ -1,0 +1,83 @@
+"""Constants whose values are read on first use.
+
+``check`` validates shapes, element types and attributes: a dialect file's weights are never
+needed, and neither is numpy (its import is most of a small check's time; see
+``numpy_deferral``). The reader gives such a run ``DeferredArray`` constants: shape and element
+type known from the file, values decoded - with numpy - only if some rule asks for them.
+Anything numpy would do with the array works on it unchanged; it only happens later.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+
+class DeferredArray:
+    """An array's shape and element type now; its values from ``read()`` on first use."""
+
+    __slots__ = ("_array", "_read", "dtype_name", "shape")
+
+    def __init__(self, shape: tuple, dtype_name: str, read: Callable[[], Any]):
+        self.shape = tuple(shape)
+        self.dtype_name = dtype_name
+        self._read = read
+        self._array = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self):
+        import numpy as np
+
+        return np.dtype(self.dtype_name)
+
+    def materialize(self):
+        if self._read is not None:
+            self._array = self._read()
+            self._read = None
+        return self._array
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        array = self.materialize()
+        return array if dtype is None else np.asarray(array, dtype=dtype)
+
+    def __getattr__(self, name: str):
+        return getattr(self.materialize(), name)
+
+    def __getitem__(self, key):
+        return self.materialize()[key]
+
+    def __len__(self) -> int:
+        return len(self.materialize())
+
+    def __iter__(self):
+        return iter(self.materialize())
+
+    def __repr__(self) -> str:
+        state = "read" if self._read is None else "not read"
+        return f"DeferredArray({self.dtype_name}{list(self.shape)}, {state})"
+
+
+def _delegate(name: str):
+    def method(self, *args):
+        return getattr(self.materialize(), name)(*args)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv",
+              "rfloordiv", "mod", "pow", "matmul", "rmatmul", "neg", "pos", "abs", "invert",
+              "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge", "bool", "int", "float",
+              "index"):
+    setattr(DeferredArray, f"__{_name}__", _delegate(f"__{_name}__"))
+DeferredArray.__hash__ = None  # as ndarray: compared by value, so unhashable
