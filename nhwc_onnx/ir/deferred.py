@@ -48,6 +48,8 @@ class DeferredArray:
         import numpy as np
 
         array = self.materialize()
+        if copy:  # numpy 2 asks for a copy this way; the values may be a read-only view
+            return np.array(array, dtype=dtype, copy=True)
         return array if dtype is None else np.asarray(array, dtype=dtype)
 
     def __getattr__(self, name: str):

@@ -117,6 +117,9 @@ def test_a_deferred_array_behaves_as_its_values_and_reads_them_once():
     np.testing.assert_array_equal(d == 4, values == 4)
     assert d[1, 2] == 5 and len(d) == 2 and [list(r) for r in d] == values.tolist()
     assert d.astype(np.int64).tolist() == values.astype(np.int64).tolist()
+    copied = np.array(d, copy=True)
+    copied[0, 0] = 9  # a copy asked for is a copy: the values may be a read-only file view
+    assert values[0, 0] == 0 and np.array(d, copy=True, dtype=np.float64).dtype == np.float64
     assert reads == [1]
 
 
