@@ -1,6 +1,6 @@
 """The shared intermediate representation: see ``core.py``."""
 from .core import CORE, DIALECT, LAYOUTS, NCHW, NHWC, Graph, Model, Node, Shape, Value
-from .deferred import DeferredArray
+from .deferred import DeferredArray, ScaledWeight
 
 __all__ = ["CORE", "DIALECT", "LAYOUTS", "NCHW", "NHWC", "DeferredArray", "Graph", "Model", "Node",
-           "Shape", "Value"]
+           "ScaledWeight", "Shape", "Value"]

@@ -250,7 +250,9 @@ class Graph:
 
     def constant(self, array: np.ndarray, name: str = "const") -> Value:
         """A weight or other constant tensor (serialized as an initializer)."""
-        return Value(self.unique_name(name), const=np.asarray(array))
+        if not isinstance(array, DeferredArray):  # a deferred one is read when needed
+            array = np.asarray(array)
+        return Value(self.unique_name(name), const=array)
 
     def add_input(self, value: Value) -> Value:
         self._names.add(value.name)

@@ -12,6 +12,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+# Bytes per element of the types a DeferredArray may have (numpy's itemsize).
+ITEMSIZE = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
+            "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
+
 
 class DeferredArray:
     """An array's shape and element type now; its values from ``read()`` on first use."""
@@ -31,6 +35,10 @@ class DeferredArray:
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * ITEMSIZE[self.dtype_name]
 
     @property
     def dtype(self):
@@ -66,7 +74,7 @@ class DeferredArray:
 
     def __repr__(self) -> str:
         state = "read" if self._read is None else "not read"
-        return f"DeferredArray({self.dtype_name}{list(self.shape)}, {state})"
+        return f"{type(self).__name__}({self.dtype_name}{list(self.shape)}, {state})"
 
 
 def _delegate(name: str):
@@ -83,3 +91,52 @@ for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv"
               "index"):
     setattr(DeferredArray, f"__{_name}__", _delegate(f"__{_name}__"))
 DeferredArray.__hash__ = None  # as ndarray: compared by value, so unhashable
+
+
+class ScaledWeight(DeferredArray):
+    """A float32 weight times per-channel factors, as BatchNorm folding defines it: each
+    product computed in float64 and rounded to float32, one factor after the other. Kept as
+    the source weight (a view, often of the mapped file) plus the factors broadcast to its
+    shape, so the writer computes it block by block into its own buffer: no fresh memory of
+    the weight's size (on this kind of machine each fresh page costs ~3 us to fault in).
+    A transpose stays deferred; anything else reads the values."""
+
+    __slots__ = ("base", "factors")
+
+    def __init__(self, base, factors: list):
+        super().__init__(base.shape, "float32", self._compute)
+        self.base = base
+        self.factors = factors
+
+    @classmethod
+    def of(cls, weight, factor):
+        """``weight`` (float32 ndarray or ScaledWeight) times ``factor`` (broadcastable)."""
+        import numpy as np
+
+        if isinstance(weight, ScaledWeight):
+            base, factors = weight.base, weight.factors
+        else:
+            base, factors = weight, []
+        return cls(base, [*factors, np.broadcast_to(factor, base.shape)])
+
+    def transpose(self, *axes):
+        return ScaledWeight(self.base.transpose(*axes), [f.transpose(*axes) for f in self.factors])
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    def scale_into(self, out, rows: slice = slice(None)) -> None:
+        """``out`` holds ``base[rows]`` as float32: multiply it, in place, by each factor."""
+        import numpy as np
+
+        for factor in self.factors:
+            np.multiply(out, factor[rows], out=out, dtype=np.float64, casting="same_kind")
+
+    def _compute(self):
+        import numpy as np
+
+        out = np.empty(self.shape, np.float32)
+        np.copyto(out, self.base)  # float32 into float32: exact
+        self.scale_into(out)
+        return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import CORE, Graph, Node, Value
+from ..ir import CORE, Graph, Node, ScaledWeight, Value
 from ..schemas.base import attr
 from .rewrite import channel_vector, const, const_of, sole_consumer
 
@@ -109,14 +109,14 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
         old_b = const_of(prod.input(2))
         bias = (np.zeros(a.shape[0]) if old_b is None else np.asarray(old_b, np.float64).reshape(-1))
         if scale:
-            prod.set_input(1, const(graph, scaled_weight(w, grid), f"{name}/W"))
+            prod.set_input(1, const(graph, folded_weight(w, grid), f"{name}/W"))
         _set_bias(graph, prod, bias * a + b)
     else:  # Gemm / MatMul: output columns are the channels
         w = const_of(prod.input(1))
         trans_b = prod.op == "Gemm" and int(attr(prod, "transB"))
         scale = not np.all(a == 1)
         if scale:
-            w = scaled_weight(w, a[:, None] if trans_b else a[None, :])
+            w = folded_weight(w, a[:, None] if trans_b else a[None, :])
         c_in = prod.input(2) if prod.op == "Gemm" else None
         n = a.shape[0]
         old = np.zeros(n) if c_in is None else channel_vector(const_of(c_in), n, 2)
@@ -131,6 +131,17 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
             prod.attrs["beta"] = 1.0
             _set_bias(graph, prod, bias)
     _take_over_output(graph, prod, consumer)
+
+
+def folded_weight(w, grid):
+    """``scaled_weight(w, grid)``, deferred when ``w`` is a float32 weight the factors do not
+    reshape: an ``ir.ScaledWeight`` (same bits) that the writer computes block by block, so
+    folding costs no fresh memory of the weight's size."""
+    if isinstance(w, ScaledWeight) or (
+            isinstance(w, np.ndarray) and w.dtype == np.float32 and w.ndim >= 1
+            and np.broadcast_shapes(w.shape, np.shape(grid)) == w.shape):
+        return ScaledWeight.of(w, grid)
+    return scaled_weight(w, grid)
 
 
 def scaled_weight(w: np.ndarray, grid: np.ndarray) -> np.ndarray:

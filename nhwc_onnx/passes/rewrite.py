@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NodeProblem
-from ..ir import CORE, DIALECT, NHWC, Graph, Node, Value
+from ..ir import CORE, DIALECT, NHWC, DeferredArray, Graph, Node, Value
 
 
 def become(node: Node, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any] | None = None,
@@ -35,12 +35,19 @@ def emit(graph: Graph, op: str, inputs: Sequence[Value | None], attrs: dict[str,
 
 def const(graph: Graph, array: Any, name: str, dtype: Any = np.float32) -> Value:
     # asarray keeps 0-d arrays 0-d and does not copy a weight that already has the type (a
-    # transposed view stays a view; the serializer writes it in C order).
+    # transposed view stays a view; the serializer writes it in C order). A deferred weight
+    # of that type stays deferred (a folded weight is computed by the writer).
+    if isinstance(array, DeferredArray) and np.dtype(dtype).name == array.dtype_name:
+        return graph.constant(array, name)
     return graph.constant(np.asarray(array, dtype=dtype), name)
 
 
 def const_of(value: Value | None) -> np.ndarray | None:
-    return None if value is None or not value.is_const else np.asarray(value.const)
+    """The constant's values (a DeferredArray as it is: numpy reads it when used)."""
+    if value is None or not value.is_const:
+        return None
+    c = value.const
+    return c if isinstance(c, DeferredArray) else np.asarray(c)
 
 
 def sole_consumer(graph: Graph, value: Value) -> Node | None:

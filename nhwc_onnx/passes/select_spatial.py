@@ -50,7 +50,7 @@ def _conv(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if why:
         return refuse(ctx, node, why)
     x = node.input(0)
-    w = _oihw(np.asarray(w), attr(node, "weight_layout"))
+    w = _oihw(w, attr(node, "weight_layout"))  # a folded weight stays deferred
     m, cg, kh, kw = w.shape
     c_in, group = x.shape[3], int(attr(node, "group"))
     attrs = {"kernel_shape": [kh, kw], "strides": int_pair(node, "strides", 1),

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import ModelLoadError
 from ..ir import DIALECT, DeferredArray, Graph, Model, Node, Value
+from ..ir.deferred import ITEMSIZE
 from ..onnx_wire import LiftedModel, WireFormatError, lift_raw_data
 from ..onnxfile import ModelProto, NodeProto, TensorProto
 from ..safe_io import external_span, map_regular, mapped_array
@@ -155,17 +156,12 @@ def _view(tensor: TensorProto, lifted: _Lifted, span: tuple[int, int], label: st
     return view
 
 
-# Bytes per element of the types a deferred constant may have (numpy's itemsize).
-_ITEMSIZE = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
-             "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
-
-
 def _deferred(tensor: TensorProto, length: int | None, read) -> DeferredArray | None:
     """``tensor`` (``length`` bytes of raw data) as a DeferredArray when the eager read would
     accept it: a numeric type, inline data whose size fits the shape. Otherwise None, and the
     eager read runs now (and reports what is wrong in its own words)."""
     dtype = dtype_from_onnx(tensor.data_type)
-    itemsize = _ITEMSIZE.get(dtype)
+    itemsize = ITEMSIZE.get(dtype)
     dims = tuple(int(d) for d in tensor.dims)
     if itemsize is None or length is None or tensor.data_location == TensorProto.EXTERNAL \
             or any(d < 0 for d in dims) or length != math.prod(dims) * itemsize:

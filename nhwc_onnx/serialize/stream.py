@@ -14,6 +14,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from ..ir import DeferredArray, ScaledWeight
 from ..onnxfile import ModelProto, TensorProto
 from ..protowire import encode_varint as _varint
 
@@ -66,17 +67,21 @@ class ArrayWriter:
         self._buffer = bytearray()
 
     def write(self, array: np.ndarray) -> None:
-        arr = np.asarray(array)
+        scaled = array if isinstance(array, ScaledWeight) else None
+        arr = np.asarray(array if scaled is None else scaled.base)
         target = arr.dtype.newbyteorder("<")
         if arr.size == 0:
             return
-        if arr.flags.c_contiguous and _same_bytes(arr.dtype, target):
+        if scaled is None and arr.flags.c_contiguous and _same_bytes(arr.dtype, target):
             self.handle.write(memoryview(arr.reshape(-1)).cast("B"))
             return
         if arr.ndim == 0:
             arr = arr.reshape(1)
         row_bytes = arr.nbytes // arr.shape[0]
         if row_bytes > self.chunk_bytes and arr.ndim > 1:
+            if scaled is not None:  # rows this long are not worth a second path
+                self.write(scaled.materialize())
+                return
             for row in arr:  # one row is already too big for a chunk: split it further
                 self.write(row)
             return
@@ -86,20 +91,25 @@ class ArrayWriter:
             self._buffer = bytearray(rows * row_bytes)
         for start in range(0, arr.shape[0], rows):
             part = arr[start:start + rows]
-            count = part.size
-            out = np.frombuffer(self._buffer, dtype=target, count=count).reshape(part.shape)
-            plan = transpose_plan(part)
-            if plan is not None:
-                _copy_in_tiles(out.reshape(plan[0].shape), *plan)
-            elif part.ndim > 1 and part.shape[-1] > TILE_COLUMNS \
-                    and part.strides[-1] != part.itemsize:
-                for column in range(0, part.shape[-1], TILE_COLUMNS):
-                    block = slice(column, column + TILE_COLUMNS)
-                    np.copyto(out[..., block], part[..., block], casting="equiv")
-            else:
-                np.copyto(out, part, casting="equiv")
+            out = np.frombuffer(self._buffer, dtype=target, count=part.size).reshape(part.shape)
+            _copy_into(out, part)
+            if scaled is not None:  # the folded weight, computed in the buffer
+                scaled.scale_into(out, slice(start, start + rows))
             self.handle.write(memoryview(self._buffer)[:part.nbytes])
             del out
+
+
+def _copy_into(out: np.ndarray, part: np.ndarray) -> None:
+    """``out[...] = part`` (same shape), fast for the strided parts weights come as."""
+    plan = transpose_plan(part)
+    if plan is not None:
+        _copy_in_tiles(out.reshape(plan[0].shape), *plan)
+    elif part.ndim > 1 and part.shape[-1] > TILE_COLUMNS and part.strides[-1] != part.itemsize:
+        for column in range(0, part.shape[-1], TILE_COLUMNS):
+            block = slice(column, column + TILE_COLUMNS)
+            np.copyto(out[..., block], part[..., block], casting="equiv")
+    else:
+        np.copyto(out, part, casting="equiv")
 
 
 # A transposed copy goes tile by tile: runs of up to 256 source elements (1 KB of float32) from
@@ -183,7 +193,9 @@ def write_streaming(handle: BinaryIO, build: Callable[[Callable], ModelProto]) -
         header = tensor.SerializeToString(deterministic=True)
         # Kept as given: a transposed view is made C-ordered only when written, one at a time
         # (converting all here would hold a second copy of every such weight at once).
-        pieces.append((header, None if index is None else np.asarray(deferred[index])))
+        array = None if index is None else deferred[index]
+        pieces.append((header, array if isinstance(array, (DeferredArray, type(None)))
+                       else np.asarray(array)))
     graph_head, graph_tail = _split(graph, _GRAPH_BEFORE_INITIALIZERS, "initializer")
     graph.ClearField("initializer")
     model_head, model_tail = _split(proto, _MODEL_BEFORE_GRAPH, "graph")

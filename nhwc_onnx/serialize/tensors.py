@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ModelLoadError
+from ..ir import DeferredArray
 from ..onnxfile import TensorProto, TypeProto
 
 # Dimension denotations (ONNX's own vocabulary) that record a value's layout tag in the file.
@@ -81,11 +82,16 @@ def fill_tensor(tensor: TensorProto, array: np.ndarray, name: str) -> None:
 
 
 def fill_tensor_header(tensor: TensorProto, array: np.ndarray, name: str) -> None:
-    """Name, element type and dims only (the data lives in an external file)."""
-    arr = np.asarray(array)
+    """Name, element type and dims only (the data is written elsewhere; a DeferredArray is
+    not read here)."""
     tensor.name = name
-    tensor.data_type = dtype_to_onnx(str(arr.dtype.newbyteorder("=")))
-    tensor.dims.extend(int(d) for d in arr.shape)
+    if isinstance(array, DeferredArray):
+        dtype, shape = array.dtype_name, array.shape
+    else:
+        arr = np.asarray(array)
+        dtype, shape = str(arr.dtype.newbyteorder("=")), arr.shape
+    tensor.data_type = dtype_to_onnx(dtype)
+    tensor.dims.extend(int(d) for d in shape)
 
 
 def tensor_to_array(tensor: TensorProto) -> np.ndarray:

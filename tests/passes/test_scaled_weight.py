@@ -95,3 +95,90 @@ def test_scaling_holds_no_float64_copy_of_the_weight():
     finally:
         tracemalloc.stop()
     assert out.nbytes <= peak < out.nbytes + 256 * 1024, peak
+
+
+# -- folding deferred to the writer (ir.ScaledWeight) ---------------------------------------------
+
+
+def _written(array, chunk_bytes: int) -> bytes:
+    import io
+
+    from nhwc_onnx.serialize.stream import ArrayWriter
+
+    handle = io.BytesIO()
+    ArrayWriter(handle, chunk_bytes=chunk_bytes).write(array)
+    return handle.getvalue()
+
+
+@pytest.mark.parametrize("chunk_bytes", [64, 1000, 1 << 20])
+def test_a_deferred_folded_weight_is_written_with_the_bits_of_scaled_weight(small_buffers,
+                                                                          chunk_bytes):
+    from nhwc_onnx.ir import ScaledWeight
+    from nhwc_onnx.passes.affine import folded_weight
+
+    rng = np.random.default_rng(5)
+    hwio = awkward_values(rng, (3, 3, 4, 6))  # TF layout; folding scales the last axis
+    a = rng.standard_normal(6) * 3.0
+    a[:2] = [1.5, 2.0**-140]
+    b = rng.standard_normal(6).astype(np.float32).astype(np.float64)  # a float32 second scale
+    once = folded_weight(hwio, a[None, None, None, :])
+    twice = folded_weight(once, b[None, None, None, :])  # Caffe: BatchNorm, then Scale
+    assert isinstance(twice, ScaledWeight) and repr(twice).endswith("not read)")
+    want = scaled_weight(scaled_weight(hwio, a[None, None, None, :]), b[None, None, None, :])
+    ohwi = twice.transpose(3, 2, 0, 1).transpose(0, 2, 3, 1)  # what select_spatial stores
+    assert isinstance(ohwi, ScaledWeight)
+    expected = np.ascontiguousarray(want.transpose(3, 0, 1, 2)).tobytes()
+    assert _written(ohwi, chunk_bytes) == expected
+    # the writer computed it in its buffer, except when one output row (144 bytes) is more
+    # than a chunk: then it reads the values once
+    assert repr(ohwi).endswith("not read)") == (chunk_bytes >= 144)
+    assert np.asarray(ohwi).tobytes() == expected  # and reading it gives the same values
+    assert np.array_equal(np.asarray(twice).view(np.uint32), want.view(np.uint32))
+
+
+def test_weights_that_are_not_float32_or_that_factors_reshape_fold_at_once():
+    from nhwc_onnx.ir import ScaledWeight
+    from nhwc_onnx.passes.affine import folded_weight
+
+    w64 = np.ones((2, 3))
+    assert not isinstance(folded_weight(w64, np.full((2, 1), 0.5)), ScaledWeight)
+    widened = folded_weight(np.ones((1, 3), np.float32), np.ones((2, 1)))
+    assert not isinstance(widened, ScaledWeight) and widened.shape == (2, 3)
+
+
+def test_a_conversion_writes_folded_weights_without_reading_them(tmp_path, monkeypatch):
+    """Conv + BatchNorm (a PyTorch-style export): the folded weight reaches the file without
+    being computed in memory, and the file is the one eager folding writes."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from nhwc_onnx import api
+    from nhwc_onnx.ir import ScaledWeight
+    from nhwc_onnx.passes import affine
+
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array((rng.random(8) + 0.5).astype(np.float32), "scale"),
+             numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "bias"),
+             numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "mean"),
+             numpy_helper.from_array((rng.random(8) + 0.1).astype(np.float32), "var")]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["y"],
+                          epsilon=1e-3)],
+        "conv_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 9, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 9, 7])], inits)
+    source = tmp_path / "conv_bn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                                ir_version=8), source)
+    made, computed = [], []
+    compute, folded = ScaledWeight._compute, affine.folded_weight
+    monkeypatch.setattr(ScaledWeight, "_compute", lambda self: computed.append(1) or compute(self))
+    monkeypatch.setattr(affine, "folded_weight", lambda w, g: made.append(1) or folded(w, g))
+    api.convert(source, tmp_path / "deferred.onnx")
+    assert (len(made), computed) == (1, [])
+    monkeypatch.setattr(affine, "folded_weight", affine.scaled_weight)
+    api.convert(source, tmp_path / "eager.onnx")
+    deferred = (tmp_path / "deferred.onnx").read_bytes()
+    eager = (tmp_path / "eager.onnx").read_bytes()
+    assert deferred == eager and len(eager) > 8 * 4 * 3 * 3 * 4
