@@ -108,7 +108,7 @@ def _canonical_dtype(dtype: Any) -> str:
 
 def _dtype_name(array: np.ndarray) -> str:
     """'float32' for any byte order: the element type, not the storage order."""
-    if type(array) is DeferredArray:
+    if isinstance(array, DeferredArray):
         return array.dtype_name
     dtype = array.dtype
     name = _ARRAY_DTYPE_NAMES.get(dtype)

@@ -249,7 +249,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    """int, float or a numpy int/float scalar (bool included, as numpy's float check has it)."""
+    """int, float or a numpy int/float scalar (a bool counts: it is an int)."""
     return isinstance(value, (int, float)) or is_numpy(value, "integer") \
         or is_numpy(value, "floating")
 

@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from ..ir import DeferredArray, ScaledWeight
+from ..ir import ScaledWeight
 from ..onnxfile import ModelProto, TensorProto
 from ..protowire import encode_varint as _varint
 
@@ -193,9 +193,7 @@ def write_streaming(handle: BinaryIO, build: Callable[[Callable], ModelProto]) -
         header = tensor.SerializeToString(deterministic=True)
         # Kept as given: a transposed view is made C-ordered only when written, one at a time
         # (converting all here would hold a second copy of every such weight at once).
-        array = None if index is None else deferred[index]
-        pieces.append((header, array if isinstance(array, (DeferredArray, type(None)))
-                       else np.asarray(array)))
+        pieces.append((header, None if index is None else deferred[index]))
     graph_head, graph_tail = _split(graph, _GRAPH_BEFORE_INITIALIZERS, "initializer")
     graph.ClearField("initializer")
     model_head, model_tail = _split(proto, _MODEL_BEFORE_GRAPH, "graph")

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import OutputPathError
-from ..ir import CORE, DIALECT, DeferredArray, Graph, Model, Value
+from ..ir import CORE, DIALECT, Graph, Model, Value
 from ..onnxfile import AttributeProto, GraphProto, ModelProto, TensorProto, ValueInfoProto
 from ..outputs import file_mode, open_temp, temp_files, write_target
 from ..schemas import infer_shapes
@@ -272,11 +272,10 @@ def _external_sink(path: Path, temps: list[Path], early: bool):
         if pad:
             handle.write(b"\0" * pad)
             offset += pad
-        arr = array if isinstance(array, DeferredArray) else np.asarray(array)
-        writer.write(arr)
+        writer.write(array)  # an ndarray or a DeferredArray (a folded weight)
         tensor.data_location = TensorProto.EXTERNAL
         for key, value in (("location", location), ("offset", str(offset)),
-                           ("length", str(arr.nbytes))):
+                           ("length", str(array.nbytes))):
             entry = tensor.external_data.add()
             entry.key = key
             entry.value = value

@@ -182,3 +182,23 @@ def test_a_conversion_writes_folded_weights_without_reading_them(tmp_path, monke
     deferred = (tmp_path / "deferred.onnx").read_bytes()
     eager = (tmp_path / "eager.onnx").read_bytes()
     assert deferred == eager and len(eager) > 8 * 4 * 3 * 3 * 4
+
+
+def test_a_deferred_folded_weight_goes_to_external_data_with_its_values(tmp_path):
+    from nhwc_onnx.ir import DIALECT, Graph, Model, ScaledWeight, Value
+    from nhwc_onnx.serialize import load, save
+
+    rng = np.random.default_rng(9)
+    hwio = rng.standard_normal((3, 3, 4, 64)).astype(np.float32)
+    weight = ScaledWeight.of(hwio, rng.standard_normal(64)[None, None, None, :])
+    g = Graph()
+    x = g.add_input(Value("x", shape=(1, 9, 9, 4)))
+    node = g.make_node("Conv", [x, g.constant(weight.transpose(3, 0, 1, 2), "w")],
+                       {"kernel_shape": [3, 3], "pads": "SAME"}, name="n", domain=DIALECT)
+    g.outputs = list(node.outputs)
+    path = save(Model(g), tmp_path / "m.onnx", external_threshold=0)
+    assert (tmp_path / "m.onnx.data").stat().st_size >= weight.nbytes
+    assert repr(node.inputs[1].const).endswith("not read)")  # computed by the writer
+    stored = load(path).graph.nodes[0].inputs[1].const
+    want = scaled_weight(hwio, weight.factors[0]).transpose(3, 0, 1, 2)
+    assert np.array_equal(np.asarray(stored).view(np.uint32), want.view(np.uint32))
