@@ -21,6 +21,9 @@ from ..protowire import encode_varint as _varint
 # A weight that is not C-ordered little-endian bytes goes out in pieces of about this size
 # through one reused buffer: a whole C-ordered copy would cost its size in fresh memory again.
 CHUNK_BYTES = 16 << 20
+# Bytes go to the file in write() calls of at most this size: on Linux (ext4, 2026) writing
+# 100 MB as 1 MB calls took 0.05 s, as 4-16 MB calls 0.10-0.17 s.
+WRITE_BYTES = 1 << 20
 # A chunk whose source is strided along its last axis (a transposed weight) is gathered in
 # blocks of this many columns: each block reads short contiguous runs of the source instead
 # of one element per cache line (2.4x faster on VGG16's transposed Dense weight).
@@ -73,7 +76,7 @@ class ArrayWriter:
         if arr.size == 0:
             return
         if scaled is None and arr.flags.c_contiguous and _same_bytes(arr.dtype, target):
-            self.handle.write(memoryview(arr.reshape(-1)).cast("B"))
+            self._write(memoryview(arr.reshape(-1)).cast("B"))
             return
         if arr.ndim == 0:
             arr = arr.reshape(1)
@@ -95,8 +98,12 @@ class ArrayWriter:
             _copy_into(out, part)
             if scaled is not None:  # the folded weight, computed in the buffer
                 scaled.scale_into(out, slice(start, start + rows))
-            self.handle.write(memoryview(self._buffer)[:part.nbytes])
+            self._write(memoryview(self._buffer)[:part.nbytes])
             del out
+
+    def _write(self, data: memoryview) -> None:
+        for start in range(0, len(data), WRITE_BYTES):
+            self.handle.write(data[start:start + WRITE_BYTES])
 
 
 def _copy_into(out: np.ndarray, part: np.ndarray) -> None:
