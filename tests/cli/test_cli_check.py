@@ -117,12 +117,9 @@ def test_check_needs_a_file(invoke):
 _CHECK_IN_SUBPROCESS = textwrap.dedent("""
     import json, sys, time
     start = time.perf_counter()
-    from nhwc_onnx.cli import main
+    from nhwc_onnx.cli import command_line
     sys.argv = ["nhwc-onnx", "check", sys.argv[1]]
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code
+    code = command_line()
     elapsed = time.perf_counter() - start
     heavy = sorted(m for m in ("tensorflow", "onnxruntime", "cv2", "keras") if m in sys.modules)
     print(json.dumps({"code": code, "heavy": heavy, "seconds": elapsed}), file=sys.stderr)

@@ -256,12 +256,9 @@ def _run_python(code: str, *args: str) -> subprocess.CompletedProcess:
 
 _CLI_THEN_REPORT_MODULES = """
 import sys
-from nhwc_onnx.cli import main
+from nhwc_onnx.cli import command_line
 sys.argv = ["nhwc-onnx", *sys.argv[1:]]
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
+code = command_line()
 print("EXIT", code)
 print("ONNX", "onnx" in sys.modules, "onnxruntime" in sys.modules)
 print("WRITER", "nhwc_onnx.serialize.writer" in sys.modules, "nhwc_onnx.outputs" in sys.modules)

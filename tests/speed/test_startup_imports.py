@@ -13,12 +13,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 _RUN_CLI = textwrap.dedent("""
     import json, re, sys
-    from nhwc_onnx.cli import main
+    from nhwc_onnx.cli import command_line
     sys.argv = ["nhwc-onnx", *sys.argv[1:]]
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code
+    code = command_line()
     loaded = sorted(m for m in sys.modules if m in {
         "secrets", "xml.etree.ElementTree", "nhwc_onnx.passes", "nhwc_onnx.frontends",
         "nhwc_onnx.api", "nhwc_onnx.verification", "nhwc_onnx.runtime"})
@@ -100,12 +97,9 @@ def test_the_pass_pipeline_and_progress_leave_rarely_needed_stdlib_modules_unloa
 
 _NUMPY_AFTER_CHECK = textwrap.dedent("""
     import os, sys
-    from nhwc_onnx.cli import main
+    from nhwc_onnx.cli import command_line
     sys.argv = ["nhwc-onnx", "check", sys.argv[1]]
-    try:
-        main()
-    except SystemExit:
-        pass
+    command_line()
     import numpy
     core = getattr(numpy, "_core", None) or numpy.core  # numpy 2 / numpy 1
     print(len(os.listdir("/proc/self/task")), os.environ.get("OPENBLAS_NUM_THREADS"),
