@@ -192,6 +192,7 @@ def test_large_weights_are_handed_to_the_kernel_for_writing_as_they_are_written(
 
     monkeypatch.setattr(writer_module, "kernel_writeback", lambda: start)
     monkeypatch.setattr(writer_module, "WRITEBACK_BYTES", 2048)
+    monkeypatch.setattr(writer_module, "WRITEBACK_ALIGNMENT", 512)
     # 1.2 KB each: well inside Python's write buffer, so a hint without a flush would be early
     arrays = {f"w{i}": np.full((20, 15), i, np.float32).T for i in range(16)}
     model = _model(arrays)
@@ -201,6 +202,8 @@ def test_large_weights_are_handed_to_the_kernel_for_writing_as_they_are_written(
     assert [o for o, _ in handed] == [0] + [o + n for o, n in handed[:-1]]  # in order, no gap
     assert all(n >= 2048 for _, n in handed) and sum(n for _, n in handed) <= \
         len(written)
+    # whole pages only: writing on into a page under writeback would wait for the disk
+    assert all((o + n) % 512 == 0 for o, n in handed)
     if not external:
         assert written == to_bytes(model)
     back = {v.name: v.const for v in load(path).graph.constants()}
