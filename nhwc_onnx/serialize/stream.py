@@ -121,10 +121,15 @@ def _copy_into(out: np.ndarray, part: np.ndarray) -> None:
 
 # A transposed copy goes tile by tile: runs of up to 1024 source elements (4 KB of float32) from
 # 16 places at a time, so both sides of a tile stay in cache (power-of-two strides make square
-# tiles evict each other). Best of the shapes tried on ResNet-50's and VGG16's mapped conv
-# weights, 2026-11: 1024 x 16 0.044 s / 0.042 s, 1024 x 8 0.047 / 0.046, 256 x 32 0.056 / 0.046.
+# tiles evict each other). Measured 2026-11 on the mapped weights of Keras ResNet-50 / VGG16:
+# 1024 x 16 best for the conv weights (0.044 / 0.042 s; 256 x 32 0.056 / 0.046), and 16 rows
+# still for VGG16's Dense weight, in runs of 167 (0.50 s; 32 rows 0.54, 64 rows 0.59, 98 rows
+# 0.75). Runs shorter than SHORT_RUN (OIHW -> OHWI: runs of kH*kW) cost numpy calls more than
+# cache misses: tiles of 8192 elements (Caffe ResNet-50 0.013 s; 2048 elements 0.021 s).
 TILE_RUN = 1024
-TILE_ELEMENTS = TILE_RUN * 16
+TILE_ROWS = 16
+SHORT_RUN = 64
+SHORT_RUN_TILE_ELEMENTS = 8192
 
 
 def transpose_plan(part: np.ndarray) -> tuple[np.ndarray, int, int] | None:
@@ -163,7 +168,9 @@ def transpose_plan(part: np.ndarray) -> tuple[np.ndarray, int, int] | None:
     (b, sb), (q, sq), (p, sp) = groups
     source = np.lib.stride_tricks.as_strided(part, (b, q, p), (sb, sq, sp), writeable=False)
     q_tile = min(q, TILE_RUN)
-    return source, q_tile, max(1, TILE_ELEMENTS // q_tile)
+    if q_tile < SHORT_RUN:
+        return source, q_tile, max(1, SHORT_RUN_TILE_ELEMENTS // q_tile)
+    return source, q_tile, TILE_ROWS
 
 
 def _copy_in_tiles(out: np.ndarray, source: np.ndarray, q_tile: int, p_tile: int) -> None:

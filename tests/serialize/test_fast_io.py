@@ -41,7 +41,7 @@ def _arrays() -> dict[str, np.ndarray]:
         "scalar": np.array(2.5, dtype=">f4"),
         "contiguous": base,
         "wide_transposed": rng.standard_normal((300, 7)).astype(np.float32).T,  # tiled copy
-        # the dialect's weight orders, tile edges ragged on both axes (runs of 256, 32 places)
+        # the dialect's weight orders, tile edges ragged on both axes (long and short runs)
         "hwio_as_ohwi": rng.standard_normal((3, 3, 7, 300)).astype(np.float32)
         .transpose(3, 0, 1, 2),
         "oihw_as_ohwi": rng.standard_normal((5, 7, 3, 3)).astype(np.float32).transpose(0, 2, 3, 1),
