@@ -362,7 +362,8 @@ def command_line() -> int | str | None:
 
 
 # Top-level packages whose native code may still hold output in C buffers or run C++
-# destructors at exit: with one of them loaded the process ends the ordinary way.
+# destructors at exit: with one of them loaded (or a thread still running) the process ends the
+# ordinary way.
 NATIVE_FRAMEWORKS = frozenset({"tensorflow", "onnxruntime", "cv2", "openvino", "torch"})
 
 
@@ -380,7 +381,8 @@ def exit_without_teardown(code) -> NoReturn:
     elif not isinstance(code, int):  # sys.exit("message") prints it and exits 1
         print(code, file=sys.stderr)
         code = EXIT_INVALID
-    if not NATIVE_FRAMEWORKS.isdisjoint(name.partition(".")[0] for name in list(sys.modules)):
+    if not NATIVE_FRAMEWORKS.isdisjoint(name.partition(".")[0] for name in list(sys.modules)) \
+            or _threads_to_wait_for():
         sys.exit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
@@ -389,6 +391,16 @@ def exit_without_teardown(code) -> NoReturn:
         except (OSError, ValueError):
             code = code or EXIT_INVALID
     os._exit(code)
+
+
+def _threads_to_wait_for() -> bool:
+    """Whether a non-daemon thread still runs (the ordinary exit waits for it)."""
+    threading = sys.modules.get("threading")
+    if threading is None:
+        return False
+    main_thread = threading.main_thread()
+    return any(t is not main_thread and not t.daemon and t.is_alive()
+               for t in threading.enumerate())
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Registers an atexit handler that leaves a mark, prints through C's stdio (buffered: a pipe),
 # optionally pretends a native framework is loaded, then runs the command line.
 _CHILD = textwrap.dedent("""
-    import atexit, ctypes, sys, types
+    import atexit, ctypes, sys, threading, time, types
     mark, native, *argv = sys.argv[1:]
     atexit.register(lambda: open(mark, "w").write("ran"))
     if native == "yes":
         sys.modules["cv2"] = types.ModuleType("cv2")
+    if native == "thread":  # a thread the ordinary exit waits for
+        threading.Thread(target=lambda: (time.sleep(0.5), open(mark + ".thread", "w"))).start()
     ctypes.CDLL(None).printf(b"from C stdio\\n")
     from nhwc_onnx.cli import main
     sys.argv = ["nhwc-onnx", *argv]
@@ -31,10 +33,11 @@ _CHILD = textwrap.dedent("""
 _ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
 
 
-def _run(tmp_path: Path, *argv: str, native: bool = False, stdout=subprocess.PIPE):
+def _run(tmp_path: Path, *argv: str, native: bool | str = False, stdout=subprocess.PIPE):
     mark = tmp_path / "atexit-ran"
     mark.unlink(missing_ok=True)
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(mark), "yes" if native else "no",
+    native = native if isinstance(native, str) else "yes" if native else "no"
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(mark), native,
                            *argv], stdout=stdout, stderr=subprocess.PIPE, text=True,
                           timeout=120, check=False, env=_ENV)
     return proc, mark.exists()
@@ -76,6 +79,12 @@ def test_with_a_native_framework_loaded_the_process_exits_the_ordinary_way(tmp_p
     proc, ran = _run(tmp_path, "check", str(EXAMPLES / "tiny_convnet.onnx"), native=True)
     assert (proc.returncode, ran) == (0, True)
     assert "from C stdio" in proc.stdout  # C's exit() flushed it
+
+
+def test_a_running_thread_is_waited_for(tmp_path):
+    proc, ran = _run(tmp_path, "check", str(EXAMPLES / "tiny_convnet.onnx"), native="thread")
+    assert (proc.returncode, ran) == (0, True)
+    assert (tmp_path / "atexit-ran.thread").exists()
 
 
 def test_a_reader_that_goes_away_ends_the_command_with_exit_1_and_no_traceback(tmp_path):
