@@ -157,6 +157,8 @@ def _inferred_shapes(model: Model) -> dict[str, tuple]:
 
     onnx.checker requires a shape on every graph output, and Netron shows the others.
     """
+    if all(v.shape is not None for v in model.graph.values()):
+        return {}  # nothing to fill in (the usual case after conversion): skip a whole pass
     try:
         return infer_shapes(model)
     except Exception:  # noqa: BLE001  (a courtesy here: an invalid model must still be writable)

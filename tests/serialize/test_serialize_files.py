@@ -274,3 +274,34 @@ def test_constant_nodes_cannot_hold_models_over_the_external_data_limit(rich_mod
     with pytest.raises(OutputPathError, match="need ONNX external data"):
         save(rich_model, tmp_path / "m.onnx", weights_as_constants=True, external_threshold=100)
     assert list(tmp_path.iterdir()) == []
+
+
+def _relu_chain(middle_shape):
+    g = Graph()
+    x = g.add_input(Value("x", shape=(1, 4, 5, 3), layout=NHWC))
+    first = g.make_node("Relu", [x], name="first", domain="nhwc")
+    first.outputs[0].shape = middle_shape
+    second = g.make_node("Relu", [first.outputs[0]], name="second", domain="nhwc")
+    second.outputs[0].shape = (1, 4, 5, 3)
+    g.outputs = list(second.outputs)
+    return Model(g), first.outputs[0].name
+
+
+@pytest.mark.parametrize("middle_shape", [(1, 4, 5, 3), None])
+def test_value_info_shapes_are_inferred_only_when_a_shape_is_missing(
+        tmp_path, monkeypatch, middle_shape):
+    runs = []
+
+    def counted(model):
+        runs.append(model)
+        return real(model)
+
+    real = writer_module.infer_shapes
+    monkeypatch.setattr(writer_module, "infer_shapes", counted)
+    model, middle = _relu_chain(middle_shape)
+    path = save(model, tmp_path / "m.onnx")
+    # every shape known (what a conversion gives): no second inference over the whole graph
+    assert len(runs) == (0 if middle_shape else 1)
+    infos = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim]
+             for i in onnx.load(str(path)).graph.value_info}
+    assert infos[middle] == [1, 4, 5, 3]  # known, or inferred for the file
