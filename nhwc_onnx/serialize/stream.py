@@ -28,6 +28,9 @@ WRITE_BYTES = 1 << 20
 # blocks of this many columns: each block reads short contiguous runs of the source instead
 # of one element per cache line (2.4x faster on VGG16's transposed Dense weight).
 TILE_COLUMNS = 256
+# Up to this size a strided copy stays in cache whole and numpy's own copy beats tiles (1x1 conv
+# weights HWIO -> OHWI here: 16 KB 0.006 vs 0.046 ms, 256 KB 0.09 vs 0.13, 1 MB 0.55 vs 0.44).
+SMALL_COPY_BYTES = 512 << 10
 
 # Field numbers from onnx.proto (facts of the format).
 _MODEL_GRAPH = 7
@@ -108,6 +111,9 @@ class ArrayWriter:
 
 def _copy_into(out: np.ndarray, part: np.ndarray) -> None:
     """``out[...] = part`` (same shape), fast for the strided parts weights come as."""
+    if part.nbytes <= SMALL_COPY_BYTES:
+        np.copyto(out, part, casting="equiv")
+        return
     plan = transpose_plan(part)
     if plan is not None:
         _copy_in_tiles(out.reshape(plan[0].shape), *plan)

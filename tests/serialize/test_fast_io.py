@@ -76,8 +76,11 @@ def test_the_dialects_weight_orders_take_the_tiled_transpose():
         assert transpose_plan(array) is None, name
 
 
+@pytest.mark.parametrize("small_copy_bytes", [0, 512 << 10])  # tiles / numpy's copy
 @pytest.mark.parametrize("chunk_bytes", [1, 24, 100, 1 << 20])
-def test_array_writer_bytes_equal_the_c_ordered_little_endian_copy(chunk_bytes):
+def test_array_writer_bytes_equal_the_c_ordered_little_endian_copy(
+        chunk_bytes, small_copy_bytes, monkeypatch):
+    monkeypatch.setattr(stream_module, "SMALL_COPY_BYTES", small_copy_bytes)
     for name, array in _arrays().items():
         out = io.BytesIO()
         writer = ArrayWriter(out, chunk_bytes=chunk_bytes)
