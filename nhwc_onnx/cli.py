@@ -386,6 +386,8 @@ def exit_without_teardown(code) -> NoReturn:
         sys.exit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started with that descriptor closed: nothing was written
+            continue
         try:
             stream.flush()
         except (OSError, ValueError):

@@ -129,3 +129,12 @@ def test_a_flush_into_a_closed_pipe_exits_1_without_a_traceback():
         os.close(write_end)
     assert proc.returncode == 1
     assert proc.stderr == ""
+
+
+def test_a_command_started_with_stdout_closed_exits_as_before(tmp_path):
+    # Python sets sys.stdout to None; click writes nothing, and the exit must not trip on it
+    proc = subprocess.run(["sh", "-c", 'exec "$0" "$@" >&-', sys.executable, "-c", _CHILD,
+                           str(tmp_path / "m"), "no", "check", str(EXAMPLES / "tiny_convnet.onnx")],
+                          stderr=subprocess.PIPE, text=True, timeout=120, check=False, env=_ENV)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
