@@ -220,15 +220,16 @@ def check_attr_value(name: str, spec: Attr, value: Any) -> str | None:
     kind = spec.kind
     ok = True
     if kind is AttrKind.INT:
-        ok = _is_int(value)
+        ok = is_int(value)
     elif kind is AttrKind.FLOAT:
-        ok = _is_number(value) and not isinstance(value, bool)
+        ok = is_number(value)
     elif kind is AttrKind.STRING:
         ok = isinstance(value, str)
     elif kind is AttrKind.INTS:
-        ok = isinstance(value, (list, tuple)) and all(_is_int(x) for x in value)
+        ok = isinstance(value, (list, tuple)) and all(is_int(x) for x in value)
     elif kind is AttrKind.FLOATS:
-        ok = isinstance(value, (list, tuple)) and all(_is_number(x) for x in value)
+        ok = isinstance(value, (list, tuple)) and all(
+            is_number(x) or isinstance(x, bool) for x in value)  # bools pass, as they always did
     elif kind is AttrKind.STRINGS:
         ok = isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value)
     elif kind is AttrKind.TENSOR:
@@ -244,14 +245,15 @@ def check_attr_value(name: str, spec: Attr, value: Any) -> str | None:
     return None
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """A Python or numpy integer, not a bool (numpy not loaded: no numpy scalar exists)."""
     return (isinstance(value, int) and not isinstance(value, bool)) or is_numpy(value, "integer")
 
 
-def _is_number(value: Any) -> bool:
-    """int, float or a numpy int/float scalar (a bool counts: it is an int)."""
-    return isinstance(value, (int, float)) or is_numpy(value, "integer") \
-        or is_numpy(value, "floating")
+def is_number(value: Any) -> bool:
+    """A Python or numpy integer or float, not a bool."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) \
+        or is_numpy(value, "integer") or is_numpy(value, "floating")
 
 
 def _describe(value: Any) -> str:

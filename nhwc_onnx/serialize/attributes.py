@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import InvalidAttributeError, ModelLoadError
 from ..onnxfile import AttributeProto, GraphProto
-from ..schemas.base import CORE_OPS, DIALECT_OPS, AttrKind
+from ..schemas.base import CORE_OPS, DIALECT_OPS, AttrKind, is_int, is_number
 from .tensors import fill_tensor, tensor_to_array
 
 # A graph attribute may come as our GraphProto or as onnx's (same message, another class).
@@ -38,19 +38,9 @@ def schema_attr_type(op: str, domain: str, name: str) -> int | None:
     return None if spec is None else _KIND_TO_TYPE[spec.kind]
 
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(
-        x, (bool, np.bool_)
-    )
-
-
 def infer_attr_type(value: Any) -> int:
     """The AttributeProto type a Python value naturally maps to."""
-    if isinstance(value, (bool, np.bool_)) or _is_int(value):
+    if isinstance(value, (bool, np.bool_)) or is_int(value):
         return AttributeProto.INT
     if isinstance(value, (float, np.floating)):
         return AttributeProto.FLOAT
@@ -63,9 +53,9 @@ def infer_attr_type(value: Any) -> int:
     if isinstance(value, (list, tuple)):
         if all(isinstance(x, (str, bytes)) for x in value) and value:
             return AttributeProto.STRINGS
-        if all(_is_int(x) or isinstance(x, (bool, np.bool_)) for x in value):
+        if all(is_int(x) or isinstance(x, (bool, np.bool_)) for x in value):
             return AttributeProto.INTS  # the empty list too: ints are the common case
-        if all(_is_number(x) for x in value):
+        if all(is_number(x) for x in value):
             return AttributeProto.FLOATS
     raise InvalidAttributeError(f"cannot store attribute value {value!r} in ONNX")
 
@@ -78,9 +68,9 @@ def _is_graph(value: Any) -> bool:
 def fits(attr_type: int, value: Any) -> bool:
     """Whether ``value`` can be written as ``attr_type`` without changing what it says."""
     if attr_type == AttributeProto.INT:
-        return _is_int(value) or isinstance(value, (bool, np.bool_))
+        return is_int(value) or isinstance(value, (bool, np.bool_))
     if attr_type == AttributeProto.FLOAT:
-        return _is_number(value)
+        return is_number(value)
     if attr_type == AttributeProto.STRING:
         return isinstance(value, (str, bytes))
     if attr_type == AttributeProto.TENSOR:
@@ -88,9 +78,9 @@ def fits(attr_type: int, value: Any) -> bool:
     if not isinstance(value, (list, tuple)):
         return False
     if attr_type == AttributeProto.INTS:
-        return all(_is_int(x) for x in value)
+        return all(is_int(x) for x in value)
     if attr_type == AttributeProto.FLOATS:
-        return all(_is_number(x) for x in value)
+        return all(is_number(x) for x in value)
     if attr_type == AttributeProto.STRINGS:
         return all(isinstance(x, (str, bytes)) for x in value)
     return False
