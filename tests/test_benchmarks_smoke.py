@@ -239,3 +239,17 @@ def test_commands_are_recorded_relative_to_the_checkout():
     assert run.relative_to_root("/repo/benchmarks/.cache/m.pb", root) == "benchmarks/.cache/m.pb"
     assert run.relative_to_root("/elsewhere/m.pb", root) == "/elsewhere/m.pb"
     assert run.relative_to_root("--runs", root) == "--runs"
+
+
+def test_every_tool_writes_into_an_empty_place(tmp_path):
+    ours_dir, other_dir = tmp_path / "ours", tmp_path / "ovc"
+    for folder in (ours_dir, other_dir):
+        folder.mkdir()
+        (folder / "model.onnx").write_bytes(b"previous run")
+    (ours_dir / "keep.txt").write_text("the folder stays")
+    run.clear_output(ours_dir, ours_dir / "model.onnx")
+    run.clear_output(other_dir, None)
+    assert sorted(p.name for p in ours_dir.iterdir()) == ["keep.txt"]
+    assert other_dir.is_dir() and not any(other_dir.iterdir())
+    run.clear_output(tmp_path / "fresh", tmp_path / "fresh" / "model.onnx")  # nothing to remove
+    assert (tmp_path / "fresh").is_dir()
