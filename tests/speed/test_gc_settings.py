@@ -1,0 +1,68 @@
+"""The command line collects reference cycles less often than Python's default
+(nhwc_onnx.cli.GC_YOUNG_ALLOCATIONS), but still collects them; the library leaves the
+collector as it finds it."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+# Runs a command, then makes cycles of garbage (each one holding a marker object) without
+# ever calling gc.collect(): the collector must reclaim the early ones by itself.
+_AFTER_COMMAND = textwrap.dedent("""
+    import gc, json, sys, weakref
+    from nhwc_onnx import cli
+    sys.argv = ["nhwc-onnx", *sys.argv[1:]]
+    code = cli.command_line()
+
+    class Marker:
+        pass
+
+    first = []
+    for i in range(3 * cli.GC_YOUNG_ALLOCATIONS):
+        node = {"marker": Marker()}
+        node["self"] = node  # a cycle: reference counting alone never frees it
+        if i < 10:
+            first.append(weakref.ref(node["marker"]))
+    print(json.dumps({"code": code, "threshold": gc.get_threshold()[0],
+                      "setting": cli.GC_YOUNG_ALLOCATIONS, "enabled": gc.isenabled(),
+                      "frozen": gc.get_freeze_count(),
+                      "early_cycles_alive": sum(r() is not None for r in first)}))
+""")
+
+
+def _run(script: str, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_command_collects_cycles_less_often_but_still_collects_them():
+    result = _run(_AFTER_COMMAND, "check", str(EXAMPLES / "tiny_convnet.onnx"))
+    assert result["code"] == 0
+    assert result["threshold"] == result["setting"] > 700  # 700: Python's default
+    assert result["enabled"]
+    assert result["frozen"] > 1000  # what start-up loaded is no longer walked
+    assert result["early_cycles_alive"] == 0
+
+
+_LIBRARY = textwrap.dedent("""
+    import gc, json, sys
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    from nhwc_onnx import api
+    api.check([sys.argv[1]])
+    api.convert(sys.argv[2], sys.argv[3])
+    print(json.dumps({"same_threshold": gc.get_threshold() == threshold,
+                      "same_frozen": gc.get_freeze_count() == frozen}))
+""")
+
+
+def test_the_library_leaves_the_collector_alone(tmp_path):
+    result = _run(_LIBRARY, str(EXAMPLES / "tiny_convnet.onnx"),
+                  str(EXAMPLES / "onnx" / "small_nchw.onnx"), str(tmp_path / "out.onnx"))
+    assert result == {"same_threshold": True, "same_frozen": True}
