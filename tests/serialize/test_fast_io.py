@@ -89,7 +89,18 @@ def test_array_writer_bytes_equal_the_c_ordered_little_endian_copy(
         # the chunk buffer never holds a whole converted copy (only one row when a row is
         # bigger than a chunk, one element at the least)
         row = array.itemsize if array.ndim < 2 else array.itemsize * array.shape[-1]
-        assert len(writer._buffer) <= max(chunk_bytes, row), name
+        assert writer._buffer is None or len(writer._buffer) <= max(chunk_bytes, row), name
+
+
+def test_array_writer_allocates_its_buffer_once():
+    writer = ArrayWriter(io.BytesIO(), chunk_bytes=1 << 20)
+    writer.write(np.arange(6, dtype=np.float32))  # C-ordered: written from its own memory
+    assert writer._buffer is None
+    buffers = set()
+    for size in (4, 64, 256):  # transposed weights of growing size, as a model's come
+        writer.write(np.ones((size, size), np.float32).T)
+        buffers.add(id(writer._buffer))
+    assert len(buffers) == 1 and len(writer._buffer) == 1 << 20
 
 
 class _Sink:
