@@ -345,7 +345,8 @@ def _numpy_settings() -> None:
 # objects alive, so those ~80 collections (and the older-generation ones they trigger, which
 # walk what the imports made) find almost nothing: 0.019 s of MobileNetV2's ~0.4 s. Freezing what
 # the start-up loaded and collecting every 100,000 allocations: 0.004 s. Cycles that become
-# garbage are still collected, at most that many objects later (a few MB).
+# garbage are still collected, at most that many objects later (a few MB), and none of them
+# holds a weight: replaced weights go with their last reference (tests/speed/test_gc_settings).
 GC_YOUNG_ALLOCATIONS = 100_000
 
 

@@ -104,7 +104,9 @@ class ScaledWeight(DeferredArray):
     __slots__ = ("base", "factors")
 
     def __init__(self, base, factors: list):
-        super().__init__(base.shape, "float32", self._compute)
+        # The reader is not a bound method: ``self`` -> reader -> ``self`` would be a reference
+        # cycle, and a replaced weight would wait for the cycle collector to be freed.
+        super().__init__(base.shape, "float32", lambda: _scaled(base, factors))
         self.base = base
         self.factors = factors
 
@@ -128,15 +130,20 @@ class ScaledWeight(DeferredArray):
 
     def scale_into(self, out, rows: slice = slice(None)) -> None:
         """``out`` holds ``base[rows]`` as float32: multiply it, in place, by each factor."""
-        import numpy as np
+        _scale_into(out, self.factors, rows)
 
-        for factor in self.factors:
-            np.multiply(out, factor[rows], out=out, dtype=np.float64, casting="same_kind")
 
-    def _compute(self):
-        import numpy as np
+def _scale_into(out, factors: list, rows: slice) -> None:
+    import numpy as np
 
-        out = np.empty(self.shape, np.float32)
-        np.copyto(out, self.base)  # float32 into float32: exact
-        self.scale_into(out)
-        return out
+    for factor in factors:
+        np.multiply(out, factor[rows], out=out, dtype=np.float64, casting="same_kind")
+
+
+def _scaled(base, factors: list):
+    import numpy as np
+
+    out = np.empty(base.shape, np.float32)
+    np.copyto(out, base)  # float32 into float32: exact
+    _scale_into(out, factors, slice(None))
+    return out

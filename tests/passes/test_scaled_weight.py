@@ -153,7 +153,7 @@ def test_a_conversion_writes_folded_weights_without_reading_them(tmp_path, monke
     from onnx import TensorProto, helper, numpy_helper
 
     from nhwc_onnx import api
-    from nhwc_onnx.ir import ScaledWeight
+    from nhwc_onnx.ir import deferred
     from nhwc_onnx.passes import affine
 
     rng = np.random.default_rng(3)
@@ -172,8 +172,9 @@ def test_a_conversion_writes_folded_weights_without_reading_them(tmp_path, monke
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
                                 ir_version=8), source)
     made, computed = [], []
-    compute, folded = ScaledWeight._compute, affine.folded_weight
-    monkeypatch.setattr(ScaledWeight, "_compute", lambda self: computed.append(1) or compute(self))
+    compute, folded = deferred._scaled, affine.folded_weight
+    monkeypatch.setattr(deferred, "_scaled",
+                        lambda base, factors: computed.append(1) or compute(base, factors))
     monkeypatch.setattr(affine, "folded_weight", lambda w, g: made.append(1) or folded(w, g))
     api.convert(source, tmp_path / "deferred.onnx")
     assert (len(made), computed) == (1, [])

@@ -1,6 +1,7 @@
 """The command line collects reference cycles less often than Python's default
 (nhwc_onnx.cli.GC_YOUNG_ALLOCATIONS), but still collects them; the library leaves the
-collector as it finds it."""
+collector as it finds it; and no weight of a conversion waits in a reference cycle (so
+collecting later cannot hold on to replaced weights)."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -66,3 +69,34 @@ def test_the_library_leaves_the_collector_alone(tmp_path):
     result = _run(_LIBRARY, str(EXAMPLES / "tiny_convnet.onnx"),
                   str(EXAMPLES / "onnx" / "small_nchw.onnx"), str(tmp_path / "out.onnx"))
     assert result == {"same_threshold": True, "same_frozen": True}
+
+
+# Converts with the collector off, keeping whatever it would have collected: no weight may be
+# in there (a replaced weight must be freed when its last reference goes).
+_CYCLES_OF_A_CONVERSION = textwrap.dedent("""
+    import gc, json, sys
+    from nhwc_onnx import api
+    from nhwc_onnx.frontends.base import FrontendOptions
+    from nhwc_onnx.ir import DeferredArray, Value
+    source, weights, out = sys.argv[1:]
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    # Kept alive: the converted model itself is a graph of cycles, freed when dropped.
+    result = api.convert(source, out, options=FrontendOptions(weights=weights or None))
+    gc.collect()
+    held = [type(o).__name__ for o in gc.garbage
+            if isinstance(o, DeferredArray) or (isinstance(o, Value) and o.const is not None)]
+    print(json.dumps({"held": held}))
+""")
+
+
+@pytest.mark.parametrize("source, weights", [
+    ("tf/small_cnn.pb", ""),  # BatchNorm folded into deferred ScaledWeights
+    ("caffe/tiny_net.prototxt", "caffe/tiny_net.caffemodel"),
+    ("onnx/small_nchw.onnx", ""),
+])
+def test_no_weight_waits_for_the_cycle_collector(tmp_path, source, weights):
+    result = _run(_CYCLES_OF_A_CONVERSION, str(EXAMPLES / source),
+                  str(EXAMPLES / weights) if weights else "", str(tmp_path / "out.onnx"))
+    assert result == {"held": []}
