@@ -4,6 +4,7 @@ One failure never stops the others; the exit code is the worst one seen.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -76,6 +77,16 @@ def worker_count(jobs: int, sources: int) -> int:
 def convert_one(source: str, output: str, framework, options, flags, do_verify, atol, rtol,
                 report_path: str | None = None):
     """Runs in a worker: never raises (except on a signal), returns a BatchOutcome."""
+    outcome = _convert_one(source, output, framework, options, flags, do_verify, atol, rtol,
+                           report_path)
+    # A converted model is a graph of reference cycles: free it, and the source file it maps,
+    # before the next model (the command line collects cycles only every 100,000 allocations).
+    gc.collect()
+    return outcome
+
+
+def _convert_one(source: str, output: str, framework, options, flags, do_verify, atol, rtol,
+                 report_path: str | None):
     from .api import convert, verify
 
     start = time.perf_counter()

@@ -100,3 +100,27 @@ def test_no_weight_waits_for_the_cycle_collector(tmp_path, source, weights):
     result = _run(_CYCLES_OF_A_CONVERSION, str(EXAMPLES / source),
                   str(EXAMPLES / weights) if weights else "", str(tmp_path / "out.onnx"))
     assert result == {"held": []}
+
+
+# A batch converts model after model in one process; with the command line's settings, each
+# converted model (a graph of cycles) must still be gone before the next one starts.
+_BATCH_OF_THREE = textwrap.dedent("""
+    import gc, json, sys
+    from nhwc_onnx import batch, cli
+    from nhwc_onnx.frontends.base import FrontendOptions
+    from nhwc_onnx.ir import Graph
+    source, out_dir = sys.argv[1:]
+    cli._collect_garbage_less_often()
+    alive = []
+    for i in range(3):
+        outcome = batch.convert_one(source, f"{out_dir}/m{i}.onnx", None, FrontendOptions(), {},
+                                    False, 1e-4, 1e-4)
+        assert outcome.status == "ok", outcome
+        alive.append(sum(isinstance(o, Graph) for o in gc.get_objects()))
+    print(json.dumps({"graphs_alive_after_each": alive}))
+""")
+
+
+def test_a_batch_frees_each_model_before_the_next(tmp_path):
+    result = _run(_BATCH_OF_THREE, str(EXAMPLES / "tf" / "small_cnn.pb"), str(tmp_path))
+    assert result == {"graphs_alive_after_each": [0, 0, 0]}
