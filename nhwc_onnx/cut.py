@@ -10,6 +10,7 @@ is computed again.
 """
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass, field, replace
 
@@ -256,7 +257,9 @@ def suggest(source: str, framework: str, options: FrontendOptions, error: Unsupp
         return ExactCut([], 0, 0, [p.node for p in error.problems],
                         f"the source graph could not be read again ({exc})")
     refused, blocked, unknown = locate(graph, [p.node for p in error.problems])
-    for _ in range(MAX_ROUNDS):
+    for attempt in range(MAX_ROUNDS):
+        if attempt:
+            gc.collect()  # the refused attempt's graph (reference cycles) goes before the next
         if unknown:
             return ExactCut([], 0, 0, sorted(refused),
                             f"refused node(s) {', '.join(unknown)} are not source nodes")

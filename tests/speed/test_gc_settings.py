@@ -124,3 +124,50 @@ _BATCH_OF_THREE = textwrap.dedent("""
 def test_a_batch_frees_each_model_before_the_next(tmp_path):
     result = _run(_BATCH_OF_THREE, str(EXAMPLES / "tf" / "small_cnn.pb"), str(tmp_path))
     assert result == {"graphs_alive_after_each": [0, 0, 0]}
+
+
+# The exact-cut search converts attempt after attempt in one process: a refused attempt's
+# graph must be gone before the next attempt, so the search does not pile graphs up.
+_CUT_ATTEMPTS = textwrap.dedent("""
+    import gc, json, sys
+    from nhwc_onnx import api, cli, cut
+    from nhwc_onnx.errors import UnsupportedOpError
+    from nhwc_onnx.frontends.base import FrontendOptions
+    from nhwc_onnx.ir import Graph
+    source = sys.argv[1]
+    cli._collect_garbage_less_often()
+    try:
+        api.convert(source, exact_cut=False)
+    except UnsupportedOpError as exc:
+        error = exc
+    alive = []
+
+    def try_convert(options):
+        alive.append(sum(isinstance(o, Graph) for o in gc.get_objects()))
+        api.convert(source, options=options, exact_cut=False)
+
+    found = cut.suggest(source, "onnx", FrontendOptions(), error, try_convert)
+    print(json.dumps({"outputs": found.outputs, "graphs_alive_at_each_attempt": alive}))
+""")
+
+
+def test_the_exact_cut_search_frees_each_refused_attempt(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    # Sin is refused by the frontend; the first cut (q) by the passes (Sqrt); the second (r)
+    # converts: two attempts.
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("Sqrt", ["r"], ["q"], name="root"),
+         helper.make_node("Sin", ["q"], ["y"], name="sin")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    proto.ir_version = 8
+    source = tmp_path / "model.onnx"
+    onnx.save(proto, str(source))
+    result = _run(_CUT_ATTEMPTS, str(source))
+    first, second = result["graphs_alive_at_each_attempt"]  # exactly two attempts
+    assert result["outputs"] == ["r"]
+    assert second <= first  # the refused first attempt left nothing behind
