@@ -346,7 +346,8 @@ def _numpy_settings() -> None:
 # walk what the imports made) find almost nothing: 0.019 s of MobileNetV2's ~0.4 s. Freezing what
 # the start-up loaded and collecting every 100,000 allocations: 0.004 s. Cycles that become
 # garbage are still collected, at most that many objects later (a few MB), and none of them
-# holds a weight: replaced weights go with their last reference (tests/speed/test_gc_settings).
+# holds a weight: replaced weights go with their last reference; batches and the exact-cut
+# search collect each finished model before the next (tests/speed/test_gc_settings.py).
 GC_YOUNG_ALLOCATIONS = 100_000
 
 
