@@ -253,3 +253,34 @@ def test_every_tool_writes_into_an_empty_place(tmp_path):
     assert other_dir.is_dir() and not any(other_dir.iterdir())
     run.clear_output(tmp_path / "fresh", tmp_path / "fresh" / "model.onnx")  # nothing to remove
     assert (tmp_path / "fresh").is_dir()
+
+
+instructions = _load("instructions")
+
+
+def test_instruction_count_is_read_from_callgrinds_last_summary_line():
+    stderr = ("==71== Callgrind, a call-graph generating cache profiler\n"
+              "==71== Events    : Ir\n==71== Collected : 1017457628\n==71== \n"
+              "==71== I   refs:      1,017,457,628\n")
+    assert instructions.collected(stderr) == 1017457628
+    assert instructions.collected("==71== Collected : 5\n==72== Collected : 7\n") == 7
+    assert instructions.collected("valgrind: command not found") is None
+
+
+def test_instruction_counts_run_steady_under_callgrind():
+    cmd = instructions.under_callgrind(["nhwc-onnx", "check", "m.onnx"])
+    assert cmd[0] == "valgrind" and "--tool=callgrind" in cmd
+    assert cmd[-3:] == ["nhwc-onnx", "check", "m.onnx"]
+    assert any(a.startswith("--callgrind-out-file=") for a in cmd)  # no callgrind.out.* files
+    assert instructions.STEADY_ENV == {"OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+
+
+def test_instruction_table_shows_millions_and_the_ratio():
+    text = instructions.table({
+        "date": "d", "revision": "abc", "ours_pythonpath": "",
+        "models": {"m1": {"ours": 1_500_000_000, "floor": 1_000_000_000},
+                   "m2": {"ours": None, "floor": 700_000_000}},
+        "commands": {"nhwc-onnx --help": 233_000_000}})
+    assert "| m1 | 1,500 M | 1,000 M | 1.50x |" in text
+    assert "| m2 | - | 700 M | - |" in text
+    assert "| `nhwc-onnx --help` | 233 M |" in text
