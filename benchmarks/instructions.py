@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import re
 import shutil
@@ -35,6 +34,7 @@ from run import (
     floor_command,
     ours_command,
     source_revision,
+    write_results,
 )
 
 DEFAULT_MODELS = ("keras_mobilenetv2", "keras_resnet50", "caffe_resnet50", "onnx_resnet50")
@@ -133,13 +133,9 @@ def main(argv: list[str] | None = None) -> int:
                                            args.timeout)
     for case in command_cases(None).values():
         results["commands"][case["label"]] = count(case["cmd"], ours_env, args.timeout)
-    out = args.output or RESULTS / f"instructions-{stamp.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    text = table(results)
-    out.with_suffix(".md").write_text(text)
-    print(text)
-    print(f"results: {out} and {out.with_suffix('.md')}")
+    write_results(results, args.output
+                  or RESULTS / f"instructions-{stamp.strftime('%Y%m%d-%H%M%S')}.json",
+                  table(results))
     return 0
 
 

@@ -501,14 +501,18 @@ def main(argv: list[str] | None = None) -> int:
         load_before = os.getloadavg()
         results["commands"] = bench_commands(cases, args.runs, args.timeout, args.pause)
         results["commands_load_avg"] = [load_before, os.getloadavg()]
-    out = args.output or RESULTS / f"{stamp.strftime('%Y%m%d-%H%M%S')}.json"
+    write_results(results, args.output or RESULTS / f"{stamp.strftime('%Y%m%d-%H%M%S')}.json",
+                  markdown_table(results))
+    return 0
+
+
+def write_results(results: dict, out: Path, table: str) -> None:
+    """The results as JSON at ``out`` and their table beside it (.md), printed too."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
-    table = markdown_table(results)
     out.with_suffix(".md").write_text(table)
     print(table)
     print(f"results: {out} and {out.with_suffix('.md')}")
-    return 0
 
 
 if __name__ == "__main__":
