@@ -6,10 +6,10 @@ and the start-up commands.
 
 Wall time on this shared VM moves by 1.5x within minutes, and run.py's seconds then hide
 changes of a few percent. The instruction count of a command does not move: the same tree gives
-the same count to about 0.1% (threads pinned to one, hash seed fixed). It leaves out what the
-kernel does for the process (page faults, reads, writes, fsync: 20-30% of a conversion's time
-here) and memory stalls, so it judges a change of Python work; run.py stays the measure of
-the targets. A process under callgrind runs ~50x slower: the default models are the small ones.
+the same count to within ~100 instructions of ~10^9 (one OpenBLAS thread, hash seed fixed).
+It leaves out what the kernel does for the process (page faults, reads, writes, fsync: 20-30%
+of a conversion's time here) and memory stalls, so it judges a change of Python work; run.py
+stays the measure of the targets. A process under callgrind runs ~50x slower: the default models are the small ones.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ import models as bench_models
 from run import (
     PROJECT_BIN,
     RESULTS,
+    add_model_options,
     byte_compile,
     command_cases,
     floor_command,
@@ -106,8 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ours-pythonpath", default="",
                         help="PYTHONPATH for ours only: count a patched copy of nhwc_onnx")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per process")
-    parser.add_argument("--cache", type=Path, default=bench_models.DEFAULT_CACHE)
-    parser.add_argument("--corpus", type=Path, default=bench_models.DEFAULT_CORPUS)
+    add_model_options(parser)
     parser.add_argument("--output", type=Path, default=None,
                         help="JSON path (default benchmarks/results/instructions-<stamp>.json)")
     args = parser.parse_args(argv)

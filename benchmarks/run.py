@@ -424,6 +424,12 @@ def profile_text(prof: Path, name: str, top: int = 35) -> str:
     return re.sub(r"\S*/site-packages/", "", re.sub(r"\S*/lib/python3\.\d+/", "", text))
 
 
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """Where the benchmark models are cached and the corpus they are made from."""
+    parser.add_argument("--cache", type=Path, default=bench_models.DEFAULT_CACHE)
+    parser.add_argument("--corpus", type=Path, default=bench_models.DEFAULT_CORPUS)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="*", default=None,
@@ -437,8 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pause", type=float, default=1.0,
                         help="seconds of idle before each measured process")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
-    parser.add_argument("--cache", type=Path, default=bench_models.DEFAULT_CACHE)
-    parser.add_argument("--corpus", type=Path, default=bench_models.DEFAULT_CORPUS)
+    add_model_options(parser)
     parser.add_argument("--output", type=Path, default=None,
                         help="JSON path (default benchmarks/results/<stamp>.json)")
     parser.add_argument("--unsafe-anchors", action="store_true",
