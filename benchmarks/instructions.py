@@ -9,7 +9,8 @@ changes of a few percent. The instruction count of a command does not move: the 
 the same count to within ~100 instructions of ~10^9 (one OpenBLAS thread, hash seed fixed).
 It leaves out what the kernel does for the process (page faults, reads, writes, fsync: 20-30%
 of a conversion's time here) and memory stalls, so it judges a change of Python work; run.py
-stays the measure of the targets. A process under callgrind runs ~50x slower: the default models are the small ones.
+stays the measure of the targets. A process under callgrind runs ~50x slower: the default
+models are the small ones.
 """
 from __future__ import annotations
 
