@@ -5,7 +5,6 @@ call ``nhwc_onnx.api`` and print; errors become exit codes in ``cli._Group``.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -217,6 +216,8 @@ def verify(settings, source, converted, framework, weights, seed, input_names, o
     report = api_verify(source, converted, framework=framework, options=options, feeds=feeds,
                         seed=seed, atol=atol, rtol=rtol, bisect=bisect)
     if fmt == "json":
+        import json
+
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         click.echo(format_verification(report))
@@ -235,6 +236,8 @@ def info(file, framework, weights, fmt):
 
     data = api_info(file, framework, FrontendOptions(weights=weights or "random"))
     if fmt == "json":
+        import json
+
         click.echo(json.dumps(data, indent=2))
         return
     click.echo(f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, "
