@@ -377,9 +377,13 @@ def command_name(args: list[str]) -> str | None:
 
 
 def _import_before_dispatch(args: list[str]) -> None:
-    if HELP_OPTIONS.isdisjoint(args):  # a help text needs none of them
-        for module in IMPORTED_BEFORE_DISPATCH.get(command_name(args), ()):
+    if not HELP_OPTIONS.isdisjoint(args):  # a help text needs none of them
+        return
+    for module in IMPORTED_BEFORE_DISPATCH.get(command_name(args), ()):
+        try:
             importlib.import_module(module)
+        except ImportError:
+            pass  # a broken install: the command's own import reports it, as without this
 
 
 # One command is one short process. Python examines its youngest objects for reference cycles
@@ -411,9 +415,9 @@ def command_line() -> int | str | None:
 
     _numpy_settings()
     _collect_garbage_less_often()
-    _import_before_dispatch(sys.argv[1:])
     signals.install()
     try:
+        _import_before_dispatch(sys.argv[1:])
         cli(prog_name="nhwc-onnx")
     except signals.StoppedBySignal as exc:
         click.echo(f"Error: {exc} (temp files removed)", err=True)

@@ -109,3 +109,44 @@ def test_command_name_skips_the_groups_flags():
     assert command_name(["-q", "-vv", "--debug", "convert", "model.pb"]) == "convert"
     assert command_name(["--version"]) is None
     assert command_name([]) is None
+
+
+# Runs the command line with importlib.import_module replaced, as a signal or a broken install
+# would interrupt the early imports.
+_EARLY_IMPORT_FAILS = textwrap.dedent("""
+    import importlib, json, signal, sys
+    from nhwc_onnx import cli, signals
+    failure = sys.argv.pop(1)
+    real = importlib.import_module
+
+    def failing(name, package=None):
+        if name != "numpy":
+            return real(name, package)
+        if failure == "signal":
+            raise signals.StoppedBySignal(signal.SIGINT)
+        raise ImportError("no numpy here")
+
+    cli.importlib.import_module = failing
+    sys.argv = ["nhwc-onnx", *sys.argv[1:]]
+    print(json.dumps({"code": cli.command_line()}), file=sys.stderr)
+""")
+
+
+def _early_import_fails(failure: str, *args) -> tuple[dict, str, str]:
+    proc = subprocess.run([sys.executable, "-c", _EARLY_IMPORT_FAILS, failure, *map(str, args)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    return json.loads(proc.stderr.strip().splitlines()[-1]), proc.stdout, proc.stderr
+
+
+def test_a_signal_during_the_early_imports_ends_the_command_cleanly():
+    facts, stdout, stderr = _early_import_fails("signal", "ops", "Conv")
+    assert facts == {"code": 128 + 2}
+    assert "Error: stopped by SIGINT (temp files removed)" in stderr
+    assert "Traceback" not in stderr and stdout == ""
+
+
+def test_a_failed_early_import_is_left_to_the_command():
+    facts, stdout, stderr = _early_import_fails("import", "ops", "Conv")
+    assert facts == {"code": 0}  # ops imports numpy itself, with the real importer
+    assert stdout.startswith("Conv")
+    assert "Traceback" not in stderr
