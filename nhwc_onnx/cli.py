@@ -380,10 +380,7 @@ def _import_before_dispatch(args: list[str]) -> None:
     if not HELP_OPTIONS.isdisjoint(args):  # a help text needs none of them
         return
     for module in IMPORTED_BEFORE_DISPATCH.get(command_name(args), ()):
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            pass  # a broken install: the command's own import reports it, as without this
+        importlib.import_module(module)  # required dependencies: a failure is a broken install
 
 
 # One command is one short process. Python examines its youngest objects for reference cycles

@@ -145,8 +145,10 @@ def test_a_signal_during_the_early_imports_ends_the_command_cleanly():
     assert "Traceback" not in stderr and stdout == ""
 
 
-def test_a_failed_early_import_is_left_to_the_command():
-    facts, stdout, stderr = _early_import_fails("import", "ops", "Conv")
-    assert facts == {"code": 0}  # ops imports numpy itself, with the real importer
-    assert stdout.startswith("Conv")
-    assert "Traceback" not in stderr
+def test_a_failed_early_import_is_not_swallowed():
+    # numpy and protobuf are required: their absence is a broken install, reported as such
+    # (tests/reliability/test_no_import_fallbacks.py keeps every import failure visible)
+    proc = subprocess.run([sys.executable, "-c", _EARLY_IMPORT_FAILS, "import", "ops", "Conv"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert "ImportError: no numpy here" in proc.stderr
