@@ -1,15 +1,9 @@
 """The dialect's 37 ops (domain ``nhwc``) and the core ops frontends emit (domain ``core``).
 
 Each dialect family module registers its schemas (ports, typed attributes, shape inference and
-the lowering to standard ONNX used by ``nhwc_onnx.runtime``) on import.
+the lowering to standard ONNX used by ``nhwc_onnx.runtime``) on import; a registry imports its
+families on its first lookup (``base.Registry``).
 """
-from . import (  # noqa: F401
-    core,
-    dialect_conv,
-    dialect_elementwise,
-    dialect_pool,
-    dialect_tensor,
-)
 from .base import (
     CORE_OPS,
     DIALECT_OPS,
