@@ -359,12 +359,9 @@ def _numpy_settings() -> None:
 # and a page fault). Converting MobileNetV2 crossed ~970 times while numpy and protobuf loaded:
 # 9,070 -> 8,100 page faults, 0.003-0.009 s less kernel time. From here they stay in one chunk.
 # tests/speed/test_preload.py checks that each command listed imports these anyway.
+_NUMPY_AND_PROTOBUF = ("numpy", "google.protobuf.message_factory")
 IMPORTED_BEFORE_DISPATCH = {
-    "convert": ("numpy", "google.protobuf.message_factory"),
-    "verify": ("numpy", "google.protobuf.message_factory"),
-    "info": ("numpy", "google.protobuf.message_factory"),
-    "lower": ("numpy", "google.protobuf.message_factory"),
-    "run": ("numpy", "google.protobuf.message_factory"),
+    **dict.fromkeys(("convert", "verify", "info", "lower", "run"), _NUMPY_AND_PROTOBUF),
     "ops": ("numpy",),
 }
 HELP_OPTIONS = frozenset({"-h", "--help"})

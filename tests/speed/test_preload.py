@@ -35,10 +35,18 @@ _DISPATCH_ONLY = textwrap.dedent("""
 """)
 
 
-def _dispatch_only(*args) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _DISPATCH_ONLY, *map(str, args)],
+def _run_script(script: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", script, *map(str, args)],
                           capture_output=True, text=True, timeout=300, check=False)
+
+
+def _facts(proc: subprocess.CompletedProcess) -> dict:
+    """The JSON line each script prints last on stderr."""
     return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+def _dispatch_only(*args) -> dict:
+    return _facts(_run_script(_DISPATCH_ONLY, *args))
 
 
 def _cases(tmp: Path) -> list[tuple]:
@@ -87,9 +95,7 @@ _WHERE_NUMPY_LOADS = textwrap.dedent("""
 
 
 def _where_numpy_loads(*args) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _WHERE_NUMPY_LOADS, *map(str, args)],
-                          capture_output=True, text=True, timeout=120, check=False)
-    return json.loads(proc.stderr.strip().splitlines()[-1])
+    return _facts(_run_script(_WHERE_NUMPY_LOADS, *args))
 
 
 def test_numpy_loads_before_dispatch_not_inside_the_command():
@@ -132,23 +138,16 @@ _EARLY_IMPORT_FAILS = textwrap.dedent("""
 """)
 
 
-def _early_import_fails(failure: str, *args) -> tuple[dict, str, str]:
-    proc = subprocess.run([sys.executable, "-c", _EARLY_IMPORT_FAILS, failure, *map(str, args)],
-                          capture_output=True, text=True, timeout=120, check=False)
-    return json.loads(proc.stderr.strip().splitlines()[-1]), proc.stdout, proc.stderr
-
-
 def test_a_signal_during_the_early_imports_ends_the_command_cleanly():
-    facts, stdout, stderr = _early_import_fails("signal", "ops", "Conv")
-    assert facts == {"code": 128 + 2}
-    assert "Error: stopped by SIGINT (temp files removed)" in stderr
-    assert "Traceback" not in stderr and stdout == ""
+    proc = _run_script(_EARLY_IMPORT_FAILS, "signal", "ops", "Conv")
+    assert _facts(proc) == {"code": 128 + 2}
+    assert "Error: stopped by SIGINT (temp files removed)" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
 def test_a_failed_early_import_is_not_swallowed():
     # numpy and protobuf are required: their absence is a broken install, reported as such
     # (tests/reliability/test_no_import_fallbacks.py keeps every import failure visible)
-    proc = subprocess.run([sys.executable, "-c", _EARLY_IMPORT_FAILS, "import", "ops", "Conv"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = _run_script(_EARLY_IMPORT_FAILS, "import", "ops", "Conv")
     assert proc.returncode != 0 and proc.stdout == ""
     assert "ImportError: no numpy here" in proc.stderr
