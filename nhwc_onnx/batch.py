@@ -12,8 +12,7 @@ from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
-
+from .cli_args import echo
 from .errors import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, NhwcOnnxError
 
 log = logging.getLogger("nhwc_onnx.batch")
@@ -136,7 +135,7 @@ def convert_many(sources, out_dir: Path, framework, options, flags, jobs: int, d
     finally:
         bar.close()
     if not quiet or any(o.status != "ok" for o in outcomes):
-        click.echo(format_table(outcomes))
+        echo(format_table(outcomes))
     return max((o.exit_code for o in outcomes), default=EXIT_OK)
 
 

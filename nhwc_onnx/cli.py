@@ -11,48 +11,98 @@ import gc
 import importlib
 import os
 import sys
-from dataclasses import dataclass
-from typing import NoReturn
-
-import click
 
 from . import __version__
-from .errors import EXIT_INVALID, EXIT_OK, EXIT_UNREADABLE, MissingDependencyError, NhwcOnnxError
+from .cli_args import EXIT_USAGE, Command, Parser, add_flag, echo, new_parser, path_arg, repeated
+from .errors import (
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_UNREADABLE,
+    MissingDependencyError,
+    NhwcOnnxError,
+    UsageError,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only for annotations: --help does not import typing (13 M instructions)
+    import typing
+
+PROG = "nhwc-onnx"
+DESCRIPTION = """Convert TensorFlow, Caffe and ONNX models to the NHWC ONNX dialect; check and run them.
+
+Exit codes: 0 ok, 1 invalid model or unsupported op, 2 unreadable input, missing runtime or a
+mistake in the command line, 3 verification failed."""
 
 
-@dataclass
 class Settings:
-    verbosity: int = 0  # -1 quiet, 0 normal, 1+ verbose
-    debug: bool = False
+    """The group's own options, as every command sees them."""
+
+    __slots__ = ("debug", "verbosity")
+
+    def __init__(self, verbosity: int = 0, debug: bool = False):
+        self.verbosity = verbosity  # -1 quiet, 0 normal, 1+ verbose
+        self.debug = debug
 
 
-class _Group(click.Group):
-    """Turns the project's errors into one message on stderr and the matching exit code."""
+def build_parser(args: list[str]) -> Parser:
+    """The parser of the whole command line. Only the command named in ``args`` gets its
+    options declared; the others are there for the listing in ``--help``."""
+    parser = new_parser(prog=PROG, description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"{PROG}, version {__version__}")
+    add_flag(parser, "-q", "--quiet", help="Print only problems and errors.")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="More log output (-vv for debug logs).")
+    add_flag(parser, "--debug", help="Debug logs, and tracebacks on errors.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands",
+                                     parser_class=type(parser))
+    wanted = command_name(args)
+    for command in COMMANDS:
+        sub = commands.add_parser(command.name, help=command.summary, allow_abbrev=False,
+                                  description=command.description,
+                                  formatter_class=parser.formatter_class)
+        sub.set_defaults(command_run=command.run)
+        if command.name == wanted:
+            command.add_arguments(sub)
+    return parser
 
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
+
+def command_parser(name: str) -> Parser:
+    """The parser of one command on its own (what ``nhwc-onnx NAME -h`` documents)."""
+    parser = new_parser(prog=f"{PROG} {name}")
+    next(c for c in COMMANDS if c.name == name).add_arguments(parser)
+    return parser
+
+
+def run_command(args: list[str]) -> int | str | None:
+    """Parse ``args`` and run the command; returns its exit status (what it would pass to
+    ``sys.exit``). The project's errors become one message on stderr and their exit code."""
+    parser = build_parser(args)
+    parsed = parser.parse_args(args)
+    if parsed.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    settings = Settings(verbosity=-1 if parsed.quiet else parsed.verbose, debug=parsed.debug)
+    if parsed.command not in COMMANDS_THAT_NEVER_LOG:
+        configure_logging(parsed.quiet, parsed.verbose, parsed.debug)
+    try:
+        parsed.command_run(settings, parsed)
+    except BrokenPipeError:
+        # The reader went away (e.g. `nhwc-onnx ops | head`): stop quietly, as Python's
+        # docs advise, pointing stdout at devnull so the final flush cannot fail again.
+        _silence_stdout()
+        return EXIT_INVALID
+    except NhwcOnnxError as exc:
+        if settings.debug:
             raise
-        except BrokenPipeError:
-            # The reader went away (e.g. `nhwc-onnx ops | head`): stop quietly, as Python's
-            # docs advise, pointing stdout at devnull so the final flush cannot fail again.
-            _silence_stdout()
-            ctx.exit(EXIT_INVALID)
-        except NhwcOnnxError as exc:
-            if ctx.params.get("debug"):
-                raise
-            click.echo(f"Error: {exc}", err=True)
-            ctx.exit(exit_code_of(exc))
-        except Exception as exc:
-            if ctx.params.get("debug"):
-                raise
-            click.echo(
-                f"Error: internal error in nhwc-onnx ({type(exc).__name__}: {exc}); "
-                "rerun with --debug for the traceback",
-                err=True,
-            )
-            ctx.exit(EXIT_INVALID)
+        echo(f"Error: {exc}", err=True)
+        return exit_code_of(exc)
+    except Exception as exc:
+        if settings.debug:
+            raise
+        echo(f"Error: internal error in nhwc-onnx ({type(exc).__name__}: {exc}); "
+             "rerun with --debug for the traceback", err=True)
+        return EXIT_INVALID
+    return EXIT_OK
 
 
 def _silence_stdout() -> None:
@@ -69,24 +119,6 @@ def exit_code_of(exc: NhwcOnnxError) -> int:
     if isinstance(exc, MissingDependencyError):
         return EXIT_UNREADABLE
     return exc.exit_code
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="nhwc-onnx")
-@click.option("-q", "--quiet", is_flag=True, help="Print only problems and errors.")
-@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug logs).")
-@click.option("--debug", is_flag=True, help="Debug logs, and tracebacks on errors.")
-@click.pass_context
-def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
-    """Convert TensorFlow, Caffe and ONNX models to the NHWC ONNX dialect; check and run them.
-
-    Exit codes: 0 ok, 1 invalid model or unsupported op, 2 unreadable input or missing runtime,
-    3 verification failed.
-    """
-    verbosity = -1 if quiet else verbose
-    ctx.obj = Settings(verbosity=verbosity, debug=debug)
-    if ctx.invoked_subcommand not in COMMANDS_THAT_NEVER_LOG:
-        configure_logging(quiet, verbose, debug)
 
 
 # Importing logging is 5% of a small `check` (328 -> 311 M instructions without it) and 8% of
@@ -108,16 +140,18 @@ def configure_logging(quiet: bool, verbose: int, debug: bool) -> None:
 # -- check --------------------------------------------------------------------------------------
 
 
-@cli.command()
-@click.argument("models", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]), default="text",
-              show_default=True, help="Human-readable report, JSON, or JUnit XML for CI.")
-@click.pass_obj
-def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
+def check_arguments(parser) -> None:
+    parser.add_argument("models", nargs="+", metavar="MODELS")
+    parser.add_argument("--format", dest="fmt", choices=["text", "json", "junit"],
+                        default="text", help="Human-readable report, JSON, or JUnit XML for CI.")
+
+
+def check(settings: Settings, args) -> None:
     """Validate dialect models (files, folders of *.onnx, or quoted globs) against the dialect.
 
     Exit 0 when all are valid, 1 when any is invalid, 2 when any cannot be read.
     """
+    models, fmt = args.models, args.fmt
     from .numpy_deferral import defer_numpy_import
 
     defer_numpy_import()  # check reads shapes, not values: numpy loads only if a rule needs it
@@ -131,9 +165,9 @@ def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
 
         for r in results:
             r.pop("text", None)
-        click.echo(json.dumps({"files": results, "summary": counts}, indent=2))
+        echo(json.dumps({"files": results, "summary": counts}, indent=2))
     elif fmt == "junit":
-        click.echo(to_junit(results))
+        echo(to_junit(results))
     else:
         _print_check_report(results, counts, settings)
     if counts["unreadable"]:
@@ -145,17 +179,17 @@ def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
 def _print_check_report(results: list[dict], counts: dict, settings: Settings) -> None:
     for r in results:
         if r["status"] in ("unreadable", "error"):
-            click.echo(f"Error: {r['path']}: {r['error']}" if r["status"] == "error"
+            echo(f"Error: {r['path']}: {r['error']}" if r["status"] == "error"
                        else f"Error: {r['error']}", err=True)
         elif r["status"] == "invalid":
-            click.echo(f"{r['path']}: INVALID, {len(r['issues'])} problem(s)")
+            echo(f"{r['path']}: INVALID, {len(r['issues'])} problem(s)")
             for line in r["text"]:
-                click.echo(f"  {line}")
+                echo(f"  {line}")
         elif settings.verbosity >= 0:
-            click.echo(f"{r['path']}: valid ({r['nodes']} nodes)")
+            echo(f"{r['path']}: valid ({r['nodes']} nodes)")
     if len(results) > 1 and settings.verbosity >= 0:
         errors = f", {counts['error']} internal error(s)" if counts.get("error") else ""
-        click.echo(f"{len(results)} files: {counts['valid']} valid, {counts['invalid']} invalid, "
+        echo(f"{len(results)} files: {counts['valid']} valid, {counts['invalid']} invalid, "
                    f"{counts['unreadable']} unreadable{errors}")
 
 
@@ -164,57 +198,62 @@ def _print_check_report(results: list[dict], counts: dict, settings: Settings) -
 FRAMEWORKS = {"tf": "tensorflow", "caffe": "caffe", "onnx": "onnx"}
 
 
-@cli.command()
-@click.argument("op_names", nargs=-1)
-@click.option("--framework", type=click.Choice(sorted(FRAMEWORKS)),
-              help="List the source ops this framework's frontend converts instead.")
-def ops(op_names: tuple[str, ...], framework: str | None) -> None:
+def ops_arguments(parser) -> None:
+    parser.add_argument("op_names", nargs="*", metavar="OP_NAMES")
+    parser.add_argument("--framework", choices=sorted(FRAMEWORKS),
+                        help="List the source ops this framework's frontend converts instead.")
+
+
+def ops(settings: Settings, args) -> None:
     """List the dialect's ops with their attributes (or details of OP_NAMES)."""
+    op_names, framework = args.op_names, args.framework
     from .docs import frontend_registry, op_summary_line, op_text_details
     from .schemas import DIALECT_OPS
 
     if framework:
         entries = frontend_registry(FRAMEWORKS[framework]).describe()
-        click.echo(f"{len(entries)} {FRAMEWORKS[framework]} op(s) supported:")
+        echo(f"{len(entries)} {FRAMEWORKS[framework]} op(s) supported:")
         for name, doc in entries:
-            click.echo(f"  {name:<28} {doc}".rstrip())
+            echo(f"  {name:<28} {doc}".rstrip())
         return
     if op_names:
         unknown = [n for n in op_names if n not in DIALECT_OPS]
         if unknown:
-            raise click.BadParameter(
+            raise UsageError(
                 f"not dialect op(s): {', '.join(unknown)} (known: {', '.join(DIALECT_OPS.names())})",
                 param_hint="OP_NAMES",
             )
         for i, name in enumerate(op_names):
             if i:
-                click.echo("")
-            click.echo(op_text_details(DIALECT_OPS[name]))
+                echo("")
+            echo(op_text_details(DIALECT_OPS[name]))
         return
     schemas = DIALECT_OPS.all()
-    click.echo(f"{len(schemas)} ops in domain '{DIALECT_OPS.domain}' (details: nhwc-onnx ops NAME)")
+    echo(f"{len(schemas)} ops in domain '{DIALECT_OPS.domain}' (details: nhwc-onnx ops NAME)")
     for schema in schemas:
-        click.echo(op_summary_line(schema))
+        echo(op_summary_line(schema))
 
 
 # -- run ----------------------------------------------------------------------------------------
 
 
-@cli.command()
-@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
-@click.option("--input", "-i", "inputs", multiple=True, metavar="NAME=FILE.npy",
-              help="Feed a graph input from a .npy file (repeatable).")
-@click.option("--random", "random_inputs", is_flag=True,
-              help="Feed every input not given with --input from a seeded standard normal.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --random.")
-@click.option("--output-dir", "-o", type=click.Path(file_okay=False),
-              help="Where to save outputs as .npy [default: ./<model name>_outputs].")
-@click.option("--intermediate", multiple=True, metavar="TENSOR",
-              help="Also save this internal tensor (repeatable).")
-@click.pass_obj
-def run(settings: Settings, model_path: str, inputs: tuple[str, ...], random_inputs: bool,
-        seed: int, output_dir: str | None, intermediate: tuple[str, ...]) -> None:
+def run_arguments(parser) -> None:
+    parser.add_argument("model_path", metavar="MODEL", type=path_arg(dir_okay=False))
+    repeated(parser, "--input", "-i", dest="inputs", metavar="NAME=FILE.npy",
+             help="Feed a graph input from a .npy file (repeatable).")
+    add_flag(parser, "--random", dest="random_inputs",
+             help="Feed every input not given with --input from a seeded standard normal.")
+    parser.add_argument("--seed", type=int, default=0, help="Seed for --random.")
+    parser.add_argument("--output-dir", "-o", type=path_arg(file_okay=False),
+                        help="Where to save outputs as .npy [default: ./<model name>_outputs].")
+    repeated(parser, "--intermediate", dest="intermediate", metavar="TENSOR",
+             help="Also save this internal tensor (repeatable).")
+
+
+def run(settings: Settings, args) -> None:
     """Run a dialect model with onnxruntime and save its outputs as .npy files."""
+    model_path, inputs, random_inputs = args.model_path, args.inputs, args.random_inputs
+    seed, output_dir, intermediate = args.seed, args.output_dir, args.intermediate
     from pathlib import Path
 
     from .errors import SchemaValidationError
@@ -230,16 +269,16 @@ def run(settings: Settings, model_path: str, inputs: tuple[str, ...], random_inp
     known = {v.name for v in model.graph.values()}
     missing = [t for t in intermediate if t not in known]
     if missing:
-        raise click.BadParameter(f"no tensor named {', '.join(map(repr, missing))} in the model",
+        raise UsageError(f"no tensor named {', '.join(map(repr, missing))} in the model",
                                  param_hint="--intermediate")
     outputs = run_model(model, feeds, extra_outputs=intermediate)
     out_dir = Path(output_dir) if output_dir else Path(f"{Path(model_path).stem}_outputs")
     paths = save_outputs(outputs, out_dir)
     if settings.verbosity >= 0:
         for name, array in feeds.items():
-            click.echo(f"input  {summary_line(name, array)}")
+            echo(f"input  {summary_line(name, array)}")
         for name, array in outputs.items():
-            click.echo(f"output {summary_line(name, array)} -> {paths[name]}")
+            echo(f"output {summary_line(name, array)} -> {paths[name]}")
 
 
 def build_feeds(model, inputs: tuple[str, ...], random_inputs: bool, seed: int) -> dict:
@@ -253,9 +292,9 @@ def build_feeds(model, inputs: tuple[str, ...], random_inputs: bool, seed: int) 
     for item in inputs:
         name, sep, file = item.partition("=")
         if not sep or not name or not file:
-            raise click.BadParameter(f"expected NAME=FILE.npy, got {item!r}", param_hint="--input")
+            raise UsageError(f"expected NAME=FILE.npy, got {item!r}", param_hint="--input")
         if name not in declared:
-            raise click.BadParameter(
+            raise UsageError(
                 f"the model has no input {name!r} (inputs: {', '.join(declared)})",
                 param_hint="--input")
         array = load_npy(file)
@@ -264,12 +303,12 @@ def build_feeds(model, inputs: tuple[str, ...], random_inputs: bool, seed: int) 
     rng = np.random.default_rng(seed)
     missing = [v for v in model.graph.inputs if v.name not in feeds]
     if missing and not random_inputs:
-        raise click.BadParameter(
+        raise UsageError(
             f"no data for input(s) {', '.join(v.name for v in missing)}; pass --input NAME=FILE.npy "
             "or --random", param_hint="--input")
     for v in missing:
         if v.shape is None or any(not isinstance(d, int) for d in v.shape):
-            raise click.BadParameter(
+            raise UsageError(
                 f"input {v.name!r} has an unknown dimension {v.shape}; --random needs a static "
                 "shape, pass --input NAME=FILE.npy", param_hint="--random")
         feeds[v.name] = rng.standard_normal(v.shape).astype(v.dtype or "float32")
@@ -279,14 +318,14 @@ def build_feeds(model, inputs: tuple[str, ...], random_inputs: bool, seed: int) 
 def _check_feed(value, array, file: str) -> None:
     # Refuse rather than cast: a silent float64 -> float32 cast changes the numbers.
     if value.dtype is not None and str(array.dtype) != value.dtype:
-        raise click.BadParameter(
+        raise UsageError(
             f"{file}: input {value.name!r} needs {value.dtype}, the file holds {array.dtype}",
             param_hint="--input")
     if value.shape is not None:
         fits = len(value.shape) == array.ndim and all(
             d is None or d == n for d, n in zip(value.shape, array.shape))
         if not fits:
-            raise click.BadParameter(
+            raise UsageError(
                 f"{file}: input {value.name!r} needs shape {tuple(value.shape)}, "
                 f"the file holds {tuple(array.shape)}", param_hint="--input")
 
@@ -324,15 +363,21 @@ def summary_line(name: str, array) -> str:
             f"mean {f.mean():.6g}  std {f.std():.6g}")
 
 
-def _register_source_commands() -> None:
-    from .cli_convert import register
-    from .cli_lower import lower
+def _commands() -> tuple[Command, ...]:
+    from . import cli_convert, cli_lower
 
-    register(cli)
-    cli.add_command(lower)
+    return (
+        Command("check", check_arguments, check),
+        Command("convert", cli_convert.convert_arguments, cli_convert.convert),
+        Command("info", cli_convert.info_arguments, cli_convert.info),
+        Command("lower", cli_lower.lower_arguments, cli_lower.lower),
+        Command("ops", ops_arguments, ops),
+        Command("run", run_arguments, run),
+        Command("verify", cli_convert.verify_arguments, cli_convert.verify),
+    )
 
 
-_register_source_commands()
+COMMANDS = _commands()
 
 
 NUMPY_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "NUMPY_MADVISE_HUGEPAGE": "0"}
@@ -353,11 +398,11 @@ def _numpy_settings() -> None:
         os.environ.setdefault(name, value)
 
 
-# What a command imports in any case, imported before click dispatches it. Inside the command
-# the same imports run ~15 frames deeper, where CPython 3.11's frame stack keeps crossing the end
+# What a command imports in any case, imported before the command runs. Inside the command
+# the same imports run frames deeper, where CPython 3.11's frame stack keeps crossing the end
 # of a 16 KB chunk: each crossing maps a fresh chunk and unmaps it on return (two system calls
-# and a page fault). Converting MobileNetV2 crossed ~970 times while numpy and protobuf loaded:
-# 9,070 -> 8,100 page faults, 0.003-0.009 s less kernel time. From here they stay in one chunk.
+# and a page fault). Converting MobileNetV2 mapped 348 chunks this way (~970 under click's
+# deeper dispatch, 9,070 -> 8,100 page faults); imported from here, 4.
 # tests/speed/test_preload.py checks that each command listed imports these anyway.
 _NUMPY_AND_PROTOBUF = ("numpy", "google.protobuf.message_factory")
 IMPORTED_BEFORE_DISPATCH = {
@@ -397,7 +442,7 @@ def _collect_garbage_less_often() -> None:
     gc.set_threshold(GC_YOUNG_ALLOCATIONS, *older)
 
 
-def main() -> NoReturn:
+def main() -> typing.NoReturn:
     """Console-script entry point."""
     exit_without_teardown(command_line())
 
@@ -412,13 +457,12 @@ def command_line() -> int | str | None:
     signals.install()
     try:
         _import_before_dispatch(sys.argv[1:])
-        cli(prog_name="nhwc-onnx")
+        return run_command(sys.argv[1:])
     except signals.StoppedBySignal as exc:
-        click.echo(f"Error: {exc} (temp files removed)", err=True)
+        echo(f"Error: {exc} (temp files removed)", err=True)
         return exc.exit_code
-    except SystemExit as exc:
+    except SystemExit as exc:  # a command's own exit code, or argparse's (help, a mistake)
         return exc.code
-    return EXIT_OK  # click exits by itself; here only if that changes
 
 
 # Top-level packages whose native code may still hold output in C buffers or run C++
@@ -427,7 +471,7 @@ def command_line() -> int | str | None:
 NATIVE_FRAMEWORKS = frozenset({"tensorflow", "onnxruntime", "cv2", "openvino", "torch"})
 
 
-def exit_without_teardown(code) -> NoReturn:
+def exit_without_teardown(code) -> typing.NoReturn:
     """End the process as ``sys.exit(code)`` would, without the interpreter's teardown.
 
     Finalizing every module and freeing every object took 0.04 s of the 0.19 s of a `check`;

@@ -1,16 +1,15 @@
 """``convert``, ``verify`` and ``info``: the commands that read source models.
 
-Registered on the main group by ``cli.py``. Like the rest of the CLI they only parse options,
-call ``nhwc_onnx.api`` and print; errors become exit codes in ``cli._Group``.
+Listed in ``cli.COMMANDS``. Like the rest of the CLI they only parse options, call
+``nhwc_onnx.api`` and print; errors become exit codes in ``cli.run_command``.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import click
-
-from .errors import EXIT_OK, EXIT_VERIFY_FAILED, UnsupportedOpError
+from .cli_args import add_flag, echo, int_at_least, path_arg, repeated
+from .errors import EXIT_OK, EXIT_VERIFY_FAILED, UnsupportedOpError, UsageError
 
 
 def _parse_shapes(values: tuple[str, ...]) -> dict[str, list[int]]:
@@ -22,11 +21,11 @@ def _parse_shapes(values: tuple[str, ...]) -> dict[str, list[int]]:
                 raise ValueError
             shapes[name] = [int(d) for d in dims.split(",")]
         except ValueError:
-            raise click.BadParameter(f"'{item}': expected NAME=D1,D2,... (e.g. input=1,224,224,3)",
-                                     param_hint="--input-shape") from None
+            raise UsageError(f"'{item}': expected NAME=D1,D2,... (e.g. input=1,224,224,3)",
+                             param_hint="--input-shape") from None
         if any(d <= 0 for d in shapes[name]):
-            raise click.BadParameter(f"'{item}': every dimension must be positive",
-                                     param_hint="--input-shape")
+            raise UsageError(f"'{item}': every dimension must be positive",
+                             param_hint="--input-shape")
     return shapes
 
 
@@ -34,100 +33,95 @@ def _split_names(value: str | None) -> list[str] | None:
     return [n.strip() for n in value.split(",") if n.strip()] if value else None
 
 
-def source_options(f):
+def source_arguments(parser) -> None:
     """Options shared by every command that reads a source model."""
-    opts = [
-        click.option("--framework", type=click.Choice(["tf", "caffe", "onnx"]),
-                     help="Source framework (default: from the file extension)."),
-        click.option("--weights", help="Caffe: the .caffemodel, or 'random' for seeded random "
-                                       "weights (to check convertibility without weights)."),
-        click.option("--seed", type=int, default=0, show_default=True,
-                     help="Seed for --weights random and for random verification inputs."),
-        click.option("--inputs", "input_names", help="Graph input tensor names, comma separated."),
-        click.option("--outputs", "output_names", help="Graph output tensor names, comma separated."),
-        click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D1,D2,...",
-                     help="Override an input's shape, in the source layout (repeatable)."),
-        click.option("--batch", type=click.IntRange(min=1),
-                     help="Batch size for inputs with an unknown batch."),
-        click.option("--signature", default="serving_default", show_default=True,
-                     help="TensorFlow SavedModel signature."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+    parser.add_argument("--framework", choices=["tf", "caffe", "onnx"],
+                        help="Source framework (default: from the file extension).")
+    parser.add_argument("--weights", help="Caffe: the .caffemodel, or 'random' for seeded "
+                                          "random weights (to check convertibility without "
+                                          "weights).")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="Seed for --weights random and for random verification inputs.")
+    parser.add_argument("--inputs", dest="input_names",
+                        help="Graph input tensor names, comma separated.")
+    parser.add_argument("--outputs", dest="output_names",
+                        help="Graph output tensor names, comma separated.")
+    repeated(parser, "--input-shape", dest="input_shapes", metavar="NAME=D1,D2,...",
+             help="Override an input's shape, in the source layout (repeatable).")
+    parser.add_argument("--batch", type=int_at_least(1),
+                        help="Batch size for inputs with an unknown batch.")
+    parser.add_argument("--signature", default="serving_default",
+                        help="TensorFlow SavedModel signature.")
 
 
-def _frontend_options(framework, weights, seed, input_names, output_names, input_shapes, batch,
-                      signature):
+def _frontend_options(args):
     from .frontends.base import FrontendOptions
 
-    return FrontendOptions(inputs=_split_names(input_names), outputs=_split_names(output_names),
-                           input_shapes=_parse_shapes(input_shapes), batch=batch,
-                           weights=weights, seed=seed, signature=signature)
+    return FrontendOptions(inputs=_split_names(args.input_names),
+                           outputs=_split_names(args.output_names),
+                           input_shapes=_parse_shapes(args.input_shapes), batch=args.batch,
+                           weights=args.weights, seed=args.seed, signature=args.signature)
 
 
 def _progress(settings, message: str) -> None:
     """Progress lines only for a person watching a terminal."""
     if settings.verbosity >= 0 and sys.stderr.isatty():
-        click.echo(message, err=True)
+        echo(message, err=True)
 
 
-def register(cli: click.Group) -> None:
-    cli.add_command(convert)
-    cli.add_command(verify)
-    cli.add_command(info)
+def convert_arguments(parser) -> None:
+    parser.add_argument("sources", nargs="+", metavar="SOURCES")
+    parser.add_argument("-o", "--output", type=path_arg(dir_okay=False),
+                        help="Output .onnx file (one source).")
+    parser.add_argument("--output-dir", type=path_arg(file_okay=False),
+                        help="Output folder (several sources: <dir>/<source name>.onnx).")
+    source_arguments(parser)
+    parser.add_argument("--domain", choices=["nhwc", "default"], default="nhwc",
+                        help="Operator-set domain of dialect ops ('default' = '').")
+    add_flag(parser, "--weights-as-constants", help="Weights as Constant nodes.")
+    add_flag(parser, "--allow-transpose",
+             help="Insert a layout Transpose where NCHW semantics need one (warns per node).")
+    add_flag(parser, "--approximate-padding",
+             help="Kept for old command lines: no rewrite needs it now (see --strict).")
+    add_flag(parser, "--strict",
+             help="Refuse rounding-level rewrites too (x/c as x*(1/c), ...): bit-exact only.")
+    repeated(parser, "--keep-layout", dest="keep_layout", metavar="NAME[,NAME]",
+             help="Keep these graph inputs/outputs in the source's axis order (not NHWC).")
+    parser.add_argument("--report", dest="report_path",
+                        help="Write the conversion report as JSON (several sources: a folder "
+                             "that gets one <output name>.report.json per model).")
+    add_flag(parser, "--verify", dest="do_verify",
+             help="Run source and result on the same inputs and compare.")
+    add_flag(parser, "--bisect", help="With --verify: name the first diverging node.")
+    parser.add_argument("--atol", type=float, default=1e-4)
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--jobs", type=int_at_least(1), default=1,
+                        help="Worker processes for several sources; capped at the number of "
+                             "sources and of usable CPUs.")
 
 
-@click.command()
-@click.argument("sources", nargs=-1, required=True, type=click.Path())
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Output .onnx file (one source).")
-@click.option("--output-dir", type=click.Path(file_okay=False),
-              help="Output folder (several sources: <dir>/<source name>.onnx).")
-@source_options
-@click.option("--domain", type=click.Choice(["nhwc", "default"]), default="nhwc",
-              show_default=True, help="Operator-set domain of dialect ops ('default' = '').")
-@click.option("--weights-as-constants", is_flag=True, help="Weights as Constant nodes.")
-@click.option("--allow-transpose", is_flag=True,
-              help="Insert a layout Transpose where NCHW semantics need one (warns per node).")
-@click.option("--approximate-padding", is_flag=True,
-              help="Kept for old command lines: no rewrite needs it now (see --strict).")
-@click.option("--strict", is_flag=True,
-              help="Refuse rounding-level rewrites too (x/c as x*(1/c), ...): bit-exact only.")
-@click.option("--keep-layout", "keep_layout", multiple=True, metavar="NAME[,NAME]",
-              help="Keep these graph inputs/outputs in the source's axis order (not NHWC).")
-@click.option("--report", "report_path", type=click.Path(),
-              help="Write the conversion report as JSON (several sources: a folder that gets "
-                   "one <output name>.report.json per model).")
-@click.option("--verify", "do_verify", is_flag=True,
-              help="Run source and result on the same inputs and compare.")
-@click.option("--bisect", is_flag=True, help="With --verify: name the first diverging node.")
-@click.option("--atol", type=float, default=1e-4, show_default=True)
-@click.option("--rtol", type=float, default=1e-4, show_default=True)
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Worker processes for several sources; capped at the number of sources "
-                   "and of usable CPUs.")
-@click.pass_obj
-def convert(settings, sources, output, output_dir, framework, weights, seed, input_names,
-            output_names, input_shapes, batch, signature, domain, weights_as_constants,
-            allow_transpose, approximate_padding, strict, keep_layout, report_path, do_verify,
-            bisect, atol, rtol, jobs):
+def convert(settings, args) -> None:
     """Convert TensorFlow, Caffe or ONNX models to the NHWC dialect.
 
     Nothing is written when a model cannot be converted exactly. Exit codes: 0 ok,
     1 unsupported/invalid, 2 unreadable input, 3 verification failed.
     """
-    options = _frontend_options(framework, weights, seed, input_names, output_names,
-                                input_shapes, batch, signature)
-    flags = {"domain": "" if domain == "default" else "nhwc",
-             "weights_as_constants": weights_as_constants, "allow_transpose": allow_transpose,
-             "approximate_padding": approximate_padding, "strict": strict,
+    sources, output, output_dir, framework = args.sources, args.output, args.output_dir, \
+        args.framework
+    report_path, do_verify, bisect, jobs = args.report_path, args.do_verify, args.bisect, \
+        args.jobs
+    atol, rtol, seed, keep_layout = args.atol, args.rtol, args.seed, args.keep_layout
+    options = _frontend_options(args)
+    flags = {"domain": "" if args.domain == "default" else "nhwc",
+             "weights_as_constants": args.weights_as_constants,
+             "allow_transpose": args.allow_transpose,
+             "approximate_padding": args.approximate_padding, "strict": args.strict,
              "keep_layout": tuple(n for item in keep_layout for n in item.split(",") if n)}
     if len(sources) > 1 or output_dir:
         if output:
-            raise click.UsageError("use --output-dir (not -o) with several sources")
+            raise UsageError("use --output-dir (not -o) with several sources")
         if not output_dir:
-            raise click.UsageError("several sources need --output-dir")
+            raise UsageError("several sources need --output-dir")
         from .batch import convert_many
 
         report_dir = None
@@ -135,7 +129,7 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
             report_dir = Path(report_path)
             if report_dir.suffix.lower() == ".json" or (report_dir.exists()
                                                         and not report_dir.is_dir()):
-                raise click.UsageError(
+                raise UsageError(
                     f"with several sources --report takes a folder (one <output name>"
                     f".report.json per model), not the file '{report_path}'")
         code = convert_many(sources, Path(output_dir), framework, options, flags, jobs,
@@ -143,7 +137,7 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
                             report_dir=report_dir)
         raise SystemExit(code)
     if not output:
-        raise click.UsageError("missing -o/--output")
+        raise UsageError("missing -o/--output")
     from .api import convert as api_convert
     from .api import source_files
     from .outputs import plan_targets
@@ -162,7 +156,7 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
         raise
     report = result.report
     for w in report.warnings:
-        click.echo(f"Warning: {w}", err=True)
+        echo(f"Warning: {w}", err=True)
     code = EXIT_OK
     verification = None
     if do_verify:
@@ -178,39 +172,41 @@ def convert(settings, sources, output, output_dir, framework, weights, seed, inp
 
         write_report(Path(report_path), report, verification)
     if settings.verbosity >= 0:
-        click.echo(format_report(report))
+        echo(format_report(report))
         if verification is not None:
-            click.echo(format_verification(verification))
+            echo(format_verification(verification))
     raise SystemExit(code)
 
 
-@click.command()
-@click.argument("source", type=click.Path())
-@click.argument("converted", type=click.Path(dir_okay=False))
-@source_options
-@click.option("--input", "input_files", multiple=True, metavar="NAME=FILE.npy",
-              help="Input value in the source layout (default: seeded random).")
-@click.option("--atol", type=float, default=1e-4, show_default=True)
-@click.option("--rtol", type=float, default=1e-4, show_default=True)
-@click.option("--bisect", "--per-node", "bisect", is_flag=True,
-              help="When outputs differ, name the first node whose output diverges.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-@click.pass_obj
-def verify(settings, source, converted, framework, weights, seed, input_names, output_names,
-           input_shapes, batch, signature, input_files, atol, rtol, bisect, fmt):
+def verify_arguments(parser) -> None:
+    parser.add_argument("source", metavar="SOURCE")
+    parser.add_argument("converted", metavar="CONVERTED", type=path_arg(dir_okay=False))
+    source_arguments(parser)
+    repeated(parser, "--input", dest="input_files", metavar="NAME=FILE.npy",
+             help="Input value in the source layout (default: seeded random).")
+    parser.add_argument("--atol", type=float, default=1e-4)
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    add_flag(parser, "--bisect", "--per-node", dest="bisect",
+             help="When outputs differ, name the first node whose output diverges.")
+    parser.add_argument("--format", dest="fmt", choices=["text", "json"], default="text")
+
+
+def verify(settings, args) -> None:
     """Compare a converted model with its source on the same inputs (exit 3 if they differ)."""
     from .api import verify as api_verify
     from .npy import load_npy
 
-    options = _frontend_options(framework, weights, seed, input_names, output_names,
-                                input_shapes, batch, signature)
+    source, converted, framework, seed = args.source, args.converted, args.framework, args.seed
+    input_files, atol, rtol, bisect, fmt = args.input_files, args.atol, args.rtol, args.bisect, \
+        args.fmt
+    options = _frontend_options(args)
     feeds = None
     if input_files:
         feeds = {}
         for item in input_files:
             name, sep, file = item.partition("=")
             if not sep:
-                raise click.BadParameter(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
+                raise UsageError(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
             feeds[name] = load_npy(file)
     _progress(settings, "running both models ...")
     report = api_verify(source, converted, framework=framework, options=options, feeds=feeds,
@@ -218,19 +214,22 @@ def verify(settings, source, converted, framework, weights, seed, input_names, o
     if fmt == "json":
         import json
 
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        echo(json.dumps(report.to_dict(), indent=2))
     else:
-        click.echo(format_verification(report))
+        echo(format_verification(report))
     raise SystemExit(EXIT_OK if report.ok else EXIT_VERIFY_FAILED)
 
 
-@click.command()
-@click.argument("file", type=click.Path())
-@click.option("--framework", type=click.Choice(["tf", "caffe", "onnx", "dialect"]))
-@click.option("--weights", help="Caffe: the .caffemodel (or 'random').")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def info(file, framework, weights, fmt):
+def info_arguments(parser) -> None:
+    parser.add_argument("file", metavar="FILE")
+    parser.add_argument("--framework", choices=["tf", "caffe", "onnx", "dialect"])
+    parser.add_argument("--weights", help="Caffe: the .caffemodel (or 'random').")
+    parser.add_argument("--format", dest="fmt", choices=["text", "json"], default="text")
+
+
+def info(settings, args) -> None:
     """Inputs, outputs, op histogram, parameter count and size of any supported file."""
+    file, framework, weights, fmt = args.file, args.framework, args.weights, args.fmt
     from .api import info as api_info
     from .frontends.base import FrontendOptions
 
@@ -238,15 +237,15 @@ def info(file, framework, weights, fmt):
     if fmt == "json":
         import json
 
-        click.echo(json.dumps(data, indent=2))
+        echo(json.dumps(data, indent=2))
         return
-    click.echo(f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, "
+    echo(f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, "
                f"{data['nodes']} nodes, {data['parameters']:,} parameters")
     for kind in ("inputs", "outputs"):
         for v in data[kind]:
             shape = "x".join("?" if d is None else str(d) for d in v["shape"] or []) or "?"
-            click.echo(f"  {kind[:-1]:6} {v['name']}: {v['dtype']} {shape}")
-    click.echo("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
+            echo(f"  {kind[:-1]:6} {v['name']}: {v['dtype']} {shape}")
+    echo("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
 
 
 def _write_json(path: Path, data: dict) -> None:

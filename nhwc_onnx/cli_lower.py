@@ -3,21 +3,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
+from .cli_args import echo, path_arg
 
 
-@click.command()
-@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="The standard ONNX file to write.")
-@click.pass_obj
-def lower(settings, model_path: str, output: str) -> None:
+def lower_arguments(parser) -> None:
+    parser.add_argument("model_path", metavar="MODEL", type=path_arg(dir_okay=False))
+    parser.add_argument("-o", "--output", required=True, type=path_arg(dir_okay=False),
+                        help="The standard ONNX file to write.")
+
+
+def lower(settings, args) -> None:
     """Write a dialect model as standard ONNX (opset 17) for any ONNX runtime or viewer.
 
     Graph inputs and outputs keep their names and NHWC layout; the metadata keeps
     io_permutations and source_names. Exit 0 ok, 1 invalid model, 2 unreadable input.
     """
     import onnx
+
+    model_path, output = args.model_path, args.output
 
     from .errors import ConversionBugError, OutputPathError, SchemaValidationError
     from .outputs import plan_targets
@@ -42,7 +45,7 @@ def lower(settings, model_path: str, output: str) -> None:
         raise ConversionBugError(f"{model_path}: the lowering is not valid ONNX ({exc})") from None
     save_bytes(data, out)
     if settings.verbosity >= 0:
-        click.echo(f"{model_path} -> {out}: standard ONNX opset {proto.opset_import[0].version}, "
+        echo(f"{model_path} -> {out}: standard ONNX opset {proto.opset_import[0].version}, "
                    f"{len(proto.graph.node)} nodes")
         for name, perm in sorted(model.io_permutations.items()):
-            click.echo(f"  layout: '{name}' permuted {perm} (feed/read it as NHWC)")
+            echo(f"  layout: '{name}' permuted {perm} (feed/read it as NHWC)")

@@ -148,6 +148,11 @@ class ConversionContext:
 
 
 class UsageError(NhwcOnnxError, ValueError):
-    """An option names something the model does not have (e.g. --keep-layout NAME)."""
+    """A command-line value that cannot be used: malformed (``--input x``) or naming
+    something the model does not have (``--keep-layout NAME``)."""
 
     exit_code = EXIT_UNREADABLE
+
+    def __init__(self, message: str, param_hint: str = ""):
+        super().__init__(f"Invalid value for '{param_hint}': {message}" if param_hint
+                         else message)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nhwc_onnx.cli import cli
+from nhwc_onnx.cli import COMMANDS, command_parser
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -50,11 +50,12 @@ def test_ci_runs_the_readme_test_command():
 def test_cli_reference_documents_exactly_the_existing_commands():
     reference = _section("Command line")
     documented = set(re.findall(r"^### `nhwc-onnx (\w+)", reference, flags=re.MULTILINE))
-    assert documented == set(cli.commands)
-    for name, command in cli.commands.items():
+    assert documented == {command.name for command in COMMANDS}
+    for command in COMMANDS:
+        name = command.name
         section = _section("Command line").split(f"### `nhwc-onnx {name}", 1)[1].split("###")[0]
-        for param in command.params:
-            for opt in param.opts:
+        for action in command_parser(name)._actions:
+            for opt in action.option_strings:
                 if opt.startswith("--") and opt != "--help":
                     assert opt in section, (name, opt)
 

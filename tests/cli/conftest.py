@@ -3,9 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from nhwc_onnx.cli import cli
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -18,10 +17,5 @@ def examples() -> Path:
 
 @pytest.fixture
 def invoke():
-    """Run the CLI in-process; returns click's Result (stdout and stderr kept apart)."""
-    runner = CliRunner()
-
-    def _invoke(*args: str):
-        return runner.invoke(cli, [str(a) for a in args], catch_exceptions=True)
-
-    return _invoke
+    """Run the CLI in-process; returns a CliResult (stdout and stderr kept apart)."""
+    return run_cli

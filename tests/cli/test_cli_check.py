@@ -111,7 +111,7 @@ def test_check_unreadable_wins_over_invalid(invoke, examples, tmp_path):
 def test_check_needs_a_file(invoke):
     result = invoke("check")
     assert result.exit_code == 2
-    assert "Missing argument" in result.stderr
+    assert "the following arguments are required: MODELS" in result.stderr
 
 
 _CHECK_IN_SUBPROCESS = textwrap.dedent("""

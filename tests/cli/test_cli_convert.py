@@ -1,4 +1,4 @@
-"""convert / verify / info through click's runner, plus one real subprocess."""
+"""convert / verify / info run in-process (tests/cli_runner.py), plus one real subprocess."""
 from __future__ import annotations
 
 import json

@@ -9,19 +9,18 @@ import os
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from nhwc_onnx.cli import cli
 from nhwc_onnx.cut import SourceGraph, SourceNode, compute_cut
 from nhwc_onnx.runtime import run as run_dialect
 from nhwc_onnx.serialize import load
+from tests.cli_runner import run_cli
 
 PREFIX = "to convert the part that is exact"
 
 
 def _convert(*args):
-    return CliRunner().invoke(cli, ["convert", *map(str, args)], catch_exceptions=False)
+    return run_cli("convert", *args, catch_exceptions=False)
 
 
 def _suggested(result) -> list[str]:

@@ -210,22 +210,19 @@ def test_convert_writes_the_permutations_and_verify_maps_them(tmp_path):
 
 
 def test_cli_keep_layout(tmp_path):
-    from click.testing import CliRunner
+    from tests.cli_runner import run_cli
 
-    from nhwc_onnx.cli import cli
-
-    runner = CliRunner()
     source = tmp_path / "flat.onnx"
     onnx.save(make_model([helper.make_node("Flatten", ["x"], ["y"])], [("x", SHAPE)],
                          [("y", [2, 105])]), source)
-    refused = runner.invoke(cli, ["convert", str(source), "-o", str(tmp_path / "a.onnx")])
+    refused = run_cli("convert", str(source), "-o", str(tmp_path / "a.onnx"))
     assert refused.exit_code == 1 and "--keep-layout x" in refused.output
     assert not (tmp_path / "a.onnx").exists()
-    kept = runner.invoke(cli, ["convert", str(source), "-o", str(tmp_path / "b.onnx"),
-                                     "--keep-layout", "x", "--verify"])
+    kept = run_cli("convert", str(source), "-o", str(tmp_path / "b.onnx"),
+                                     "--keep-layout", "x", "--verify")
     assert kept.exit_code == 0, kept.output
-    unknown = runner.invoke(cli, ["convert", str(source), "-o", str(tmp_path / "c.onnx"),
-                                        "--keep-layout", "x,nope"])
+    unknown = run_cli("convert", str(source), "-o", str(tmp_path / "c.onnx"),
+                                        "--keep-layout", "x,nope")
     assert unknown.exit_code == 2 and "'nope'" in unknown.output
 
 

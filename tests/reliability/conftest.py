@@ -6,19 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nhwc_onnx.cli import cli
+from tests.cli_runner import run_cli as _run_cli
 
 
 @pytest.fixture
 def run_cli():
-    """Run ``nhwc-onnx ARGS`` in-process; click's Result keeps stdout and stderr apart."""
-    runner = CliRunner()
-
-    def _run(*args):
-        return runner.invoke(cli, [str(a) for a in args], catch_exceptions=True)
-
-    return _run
+    """Run ``nhwc-onnx ARGS`` in-process; the result keeps stdout and stderr apart."""
+    return _run_cli

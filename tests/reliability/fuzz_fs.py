@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # run as a script: tests.*
 
-from click.testing import CliRunner
 from rel_fs import dialect_bytes, external_dialect, weights_file
 from rel_models import write_source
 
-from nhwc_onnx.cli import cli
+from tests.cli_runner import run_cli
 
 CASE_SECONDS = 10  # every case takes well under a second; more is a hang
 
@@ -234,7 +234,7 @@ def run_case(case: Case, work: Path) -> dict | None:
     os.chdir(folder)
     signal.alarm(CASE_SECONDS)
     try:
-        result = CliRunner().invoke(cli, args, catch_exceptions=True)
+        result = run_cli(*args)
     except CaseTimeout:
         return {"problem": "hang", "args": args}
     finally:
@@ -243,7 +243,7 @@ def run_case(case: Case, work: Path) -> dict | None:
     err = result.stderr.strip()
     problems = []
     if case.slot == "output" and result.exit_code in (1, 2):
-        pass  # refused (an OutputPathError, or click's usage error for a directory)
+        pass  # refused (an OutputPathError, or a usage error for a directory)
     elif result.exit_code != case.expected:
         problems.append(f"exit {result.exit_code}, expected {case.expected}")
     if "Traceback" in result.output + result.stderr or "internal error" in err:

@@ -5,13 +5,15 @@
 from __future__ import annotations
 
 import re
+import sys
 import tempfile
 from pathlib import Path
 
-from bad_inputs import all_cases
-from click.testing import CliRunner
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: tests.*
 
-from nhwc_onnx.cli import cli
+from bad_inputs import all_cases
+
+from tests.cli_runner import run_cli
 
 NAMES = {"onnx": "ONNX", "tf": "TensorFlow", "caffe": "Caffe"}
 
@@ -30,8 +32,7 @@ def main() -> None:
             src.mkdir()
             out.mkdir()
             source, extra = case.build(src)
-            result = CliRunner().invoke(cli, ["convert", str(source), "-o",
-                                              str(out / "m.onnx"), *extra])
+            result = run_cli("convert", source, "-o", out / "m.onnx", *extra)
             excerpt = _excerpt(result.stderr, str(src))
         # the truncations of one file share a row: "truncated (11 cut points)"
         kind = re.sub(r" at \d+ of \d+$", "", case.kind)

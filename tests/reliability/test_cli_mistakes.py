@@ -119,7 +119,7 @@ def test_zero_batch_or_jobs_is_a_usage_error(option, tmp_path):
     source, _ = write_source(tmp_path / "src", "onnx")
     proc = run_cli_limited(["convert", source, "-o", tmp_path / "m.onnx", *option], timeout=60)
     assert proc.returncode == EXIT_UNREADABLE, proc.stderr
-    assert f"Invalid value for '{option[0]}': 0 is not in the range x>=1" in proc.stderr
+    assert f"argument {option[0]}: 0 is not in the range x>=1" in proc.stderr
     assert not (tmp_path / "m.onnx").exists()
 
 

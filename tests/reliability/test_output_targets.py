@@ -131,7 +131,7 @@ def test_batch_report_given_a_file_name_is_a_usage_error(tmp_path):
     second, _ = write_source(tmp_path / "b", "onnx")
     proc = run_cli_limited(["convert", first, second, "--output-dir", tmp_path / "out",
                             "--report", tmp_path / "report.json"])
-    assert proc.returncode == EXIT_UNREADABLE, proc.stderr  # click's usage-error code
+    assert proc.returncode == EXIT_UNREADABLE, proc.stderr  # a usage error's code
     assert "--report takes a folder" in proc.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "report.json").exists()
 

@@ -80,15 +80,13 @@ def tf_sources(tmp_path_factory):
 @pytest.fixture(scope="module")
 def converted(tf_sources, tmp_path_factory):
     """Each TF source converted once (no --verify: the tests below verify separately)."""
-    from click.testing import CliRunner
-
-    from nhwc_onnx.cli import cli
+    from tests.cli_runner import run_cli
 
     folder = tmp_path_factory.mktemp("converted")
     outs = {}
     for fmt, src in tf_sources.items():
         out = folder / f"{fmt}.onnx"
-        result = CliRunner().invoke(cli, ["convert", str(src), "-o", str(out)])
+        result = run_cli("convert", src, "-o", out)
         assert result.exit_code == 0, result.output + result.stderr
         outs[fmt] = out
     return outs

@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 import nhwc_onnx
-from nhwc_onnx.cli import cli
 from nhwc_onnx.errors import EXIT_UNREADABLE, ModelLoadError
 from nhwc_onnx.serialize import load, save
+from tests.cli_runner import run_cli
 
 _OPENED: list[str] | None = None
 
@@ -105,7 +104,7 @@ def test_cli_refuses_external_data_outside_the_models_folder(tmp_path, how, comm
     args = [command, str(path)]
     if command == "run":
         args += ["--random", "-o", str(tmp_path / "outputs")]
-    result = CliRunner().invoke(cli, args)
+    result = run_cli(*args)
     assert result.exit_code == EXIT_UNREADABLE, result.output + result.stderr
     assert "Traceback" not in result.output + result.stderr
     assert str(secret) not in opened, "the file outside the folder was opened"

@@ -1,4 +1,4 @@
-"""The command line imports some modules before click dispatches a command
+"""The command line imports some modules before it dispatches a command
 (nhwc_onnx.cli.IMPORTED_BEFORE_DISPATCH): only modules that command imports in any case, so the
 early import moves work to a shallower stack and adds none, and never for a help text."""
 from __future__ import annotations
@@ -18,15 +18,14 @@ CAFFE_WEIGHTS = EXAMPLES / "caffe" / "tiny_net.caffemodel"
 ONNX_MODEL = EXAMPLES / "onnx" / "small_nchw.onnx"
 DIALECT_MODEL = EXAMPLES / "tiny_convnet.onnx"
 
-# Dispatches through click directly, skipping the early imports, and reports which of the
-# listed modules the command itself loaded.
+# Dispatches directly, skipping the early imports, and reports which of the listed modules
+# the command itself loaded.
 _DISPATCH_ONLY = textwrap.dedent("""
     import json, sys
-    from nhwc_onnx.cli import IMPORTED_BEFORE_DISPATCH, cli
+    from nhwc_onnx.cli import IMPORTED_BEFORE_DISPATCH, run_command
     args = sys.argv[1:]
     try:
-        cli.main(args, prog_name="nhwc-onnx", standalone_mode=False)
-        code = 0
+        code = run_command(args)
     except SystemExit as exc:
         code = exc.code
     listed = IMPORTED_BEFORE_DISPATCH[args[0]]
@@ -102,7 +101,7 @@ def test_numpy_loads_before_dispatch_not_inside_the_command():
     facts = _where_numpy_loads("ops", "Conv")
     assert facts["code"] == 0
     assert "_import_before_dispatch" in facts["stack"]
-    assert "invoke" not in facts["stack"]  # none of click's dispatch frames below it
+    assert "run_command" not in facts["stack"]  # not from inside the dispatch
 
 
 def test_a_help_text_imports_nothing_early():

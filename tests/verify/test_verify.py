@@ -114,10 +114,8 @@ def _two_output_net(path):
 
 
 def test_one_wrong_output_of_two_makes_the_verdict_a_mismatch(tmp_path):
-    from click.testing import CliRunner
-
-    from nhwc_onnx.cli import cli
     from nhwc_onnx.serialize import save
+    from tests.cli_runner import run_cli
 
     src = _two_output_net(tmp_path / "two.onnx")
     result = nhwc_onnx.convert(src, None)
@@ -130,6 +128,6 @@ def test_one_wrong_output_of_two_makes_the_verdict_a_mismatch(tmp_path):
     assert {c.name: c.within for c in report.outputs} == {"ya": True, "yb": False}
     assert report.ok is False and report.to_dict()["ok"] is False
     out = save(result.model, tmp_path / "two.nhwc.onnx")
-    cli_result = CliRunner().invoke(cli, ["verify", str(src), str(out)])
+    cli_result = run_cli("verify", src, out)
     assert cli_result.exit_code == 3, cli_result.output
     assert "MISMATCH" in cli_result.output
