@@ -5,7 +5,7 @@ Each class mixes in the builtin it resembles so callers can catch either.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
 
 # Exit codes used by the command line (documented in the README).
 EXIT_OK = 0
@@ -50,14 +50,12 @@ class MissingDependencyError(NhwcOnnxError, ImportError):
         )
 
 
-@dataclass(frozen=True)
-class NodeProblem:
+# The records below are named tuples, not dataclasses: importing dataclasses (and the inspect
+# module it loads) was 42 M instructions, a sixth of a `check` and a quarter of `--help`.
+class NodeProblem(namedtuple("NodeProblem", "node op reason rule", defaults=("",))):
     """One reason why one node cannot be converted or is invalid."""
 
-    node: str
-    op: str
-    reason: str
-    rule: str = ""
+    __slots__ = ()
 
     def __str__(self) -> str:
         rule = f" [{self.rule}]" if self.rule else ""
@@ -83,16 +81,11 @@ class UnsupportedOpError(NhwcOnnxError, NotImplementedError):
         super().__init__("\n".join(lines))
 
 
-@dataclass
-class ValidationIssue:
+class ValidationIssue(namedtuple("ValidationIssue", "node op rule message expected found",
+                                 defaults=("", ""))):
     """One rule of the dialect that a model breaks."""
 
-    node: str
-    op: str
-    rule: str
-    message: str
-    expected: str = ""
-    found: str = ""
+    __slots__ = ()
 
     def __str__(self) -> str:
         extra = ""
@@ -133,14 +126,12 @@ class VerificationError(NhwcOnnxError, AssertionError):
     exit_code = EXIT_VERIFY_FAILED
 
 
-@dataclass
-class ConversionContext:
+class ConversionContext(namedtuple("ConversionContext", "node op framework",
+                                   defaults=("", "", ""))):
     """Where an error happened, for messages like: while converting node 'conv1' (Convolution).
     The frontends' conversion loop (frontends/base.py) adds it to the errors it passes on."""
 
-    node: str = ""
-    op: str = ""
-    framework: str = ""
+    __slots__ = ()
 
     def describe(self) -> str:
         fw = f", {self.framework}" if self.framework else ""

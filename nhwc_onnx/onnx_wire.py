@@ -11,8 +11,6 @@ which produces the proper error message.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from .protowire import WireFormatError, fields, rewrite
 
 __all__ = ["LiftedModel", "WireFormatError", "lift_raw_data"]
@@ -25,15 +23,17 @@ _ATTRIBUTE_TENSOR = 5
 _TENSOR_RAW_DATA = 9
 
 
-@dataclass
 class LiftedModel:
     """``skeleton``: the ModelProto without its large raw_data fields. ``initializers`` /
     ``constants``: index in graph.initializer / graph.node -> (offset, length) of the lifted
     bytes in the original buffer."""
 
-    skeleton: bytes
-    initializers: dict[int, tuple[int, int]] = field(default_factory=dict)
-    constants: dict[int, tuple[int, int]] = field(default_factory=dict)
+    __slots__ = ("constants", "initializers", "skeleton")
+
+    def __init__(self, skeleton: bytes):
+        self.skeleton = skeleton
+        self.initializers: dict[int, tuple[int, int]] = {}
+        self.constants: dict[int, tuple[int, int]] = {}
 
 
 def lift_raw_data(buffer, min_bytes: int = 1024) -> LiftedModel:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from collections import namedtuple
 from typing import BinaryIO
 
 from .errors import ModelLoadError
@@ -160,13 +160,11 @@ def _release_pages(buffer, start: int, length: int) -> None:
 # -- external tensor data -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ExternalSpan:
-    """A checked byte range of an external data file."""
+class ExternalSpan(namedtuple("ExternalSpan", "path offset length")):
+    """A checked byte range of an external data file (``path``: resolved, inside the model's
+    folder, a regular file). A named tuple, not a dataclass: see errors.py."""
 
-    path: str  # resolved, inside the model's folder, a regular file
-    offset: int
-    length: int
+    __slots__ = ()
 
     def read(self, label: str) -> bytes:
         f = self._open(label)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import enum
 import importlib
+from collections import namedtuple
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..ir.deferred import DeferredArray
@@ -39,25 +39,22 @@ class LayoutClass(enum.Enum):
     TERMINATE = "terminate"  # changes what axes mean (Reshape, Flatten): needs reasoning
 
 
-@dataclass(frozen=True)
-class Attr:
-    kind: AttrKind
-    required: bool = False
-    default: Any = None
-    allowed: tuple | None = None  # allowed values (scalars) or allowed elements (lists)
-    doc: str = ""
+# Named tuples and plain classes, not dataclasses: see errors.py.
+class Attr(namedtuple("Attr", "kind required default allowed doc",
+                      defaults=(False, None, None, ""))):
+    """An attribute of an op: its AttrKind; whether a node must set it; the default;
+    ``allowed``: a tuple of the allowed values (scalars) or elements (lists), or None."""
+
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class Port:
-    """An input or output of an op."""
+class Port(namedtuple("Port", "name optional variadic dtypes constant doc",
+                      defaults=(False, False, ("float32",), False, ""))):
+    """An input or output of an op: its name; whether it may be absent; whether it repeats
+    (the last input only); the element types it takes; ``constant``: it must be a constant
+    (an initializer: weights, shapes)."""
 
-    name: str
-    optional: bool = False
-    variadic: bool = False
-    dtypes: tuple[str, ...] = ("float32",)
-    constant: bool = False  # must be a constant (initializer): weights, shapes
-    doc: str = ""
+    __slots__ = ()
 
 
 class RuleError(Exception):
@@ -71,14 +68,17 @@ class RuleError(Exception):
         super().__init__(message)
 
 
-@dataclass
 class InferContext:
     """What shape inference sees of one node."""
 
-    node: Node
-    attrs: dict[str, Any]  # with defaults filled in
-    shapes: list[tuple | None]  # per input (None: absent or unknown)
-    consts: list[np.ndarray | None]  # per input, the constant value if any
+    __slots__ = ("attrs", "consts", "node", "shapes")
+
+    def __init__(self, node: Node, attrs: dict[str, Any], shapes: list[tuple | None],
+                 consts: list[np.ndarray | None]):
+        self.node = node
+        self.attrs = attrs  # with defaults filled in
+        self.shapes = shapes  # per input (None: absent or unknown)
+        self.consts = consts  # per input, the constant value if any
 
     def attr(self, name: str) -> Any:
         return self.attrs.get(name)
@@ -122,21 +122,33 @@ DtypeFn = Callable[["Node", list], list]  # (node, input element types) -> outpu
 LayoutRuleFn = Callable[[Any, "Node"], None]  # (NCHW->NHWC walk state, node): core ops only
 
 
-@dataclass
 class OpSchema:
-    name: str
-    domain: str
-    doc: str
-    inputs: list[Port]
-    outputs: list[Port]
-    attrs: dict[str, Attr] = field(default_factory=dict)
-    layout: LayoutClass = LayoutClass.TRANSPARENT
-    infer: InferFn | None = None
-    lower: LowerFn | None = None
-    evaluate: EvalFn | None = None
-    infer_dtype: DtypeFn | None = None
-    layout_rule: LayoutRuleFn | None = None
-    source: str = ""  # where the spec text is, e.g. "seed 000 + DIALECT.md"
+    """One op: its ports and attributes, its layout class, and the functions that infer its
+    shapes and element types, lower it to standard ONNX, evaluate it (core ops) and move it
+    through the NCHW -> NHWC walk (core ops)."""
+
+    def __init__(self, name: str, domain: str, doc: str, inputs: list[Port],
+                 outputs: list[Port], attrs: dict[str, Attr] | None = None,
+                 layout: LayoutClass = LayoutClass.TRANSPARENT, infer: InferFn | None = None,
+                 lower: LowerFn | None = None, evaluate: EvalFn | None = None,
+                 infer_dtype: DtypeFn | None = None, layout_rule: LayoutRuleFn | None = None,
+                 source: str = ""):
+        self.name = name
+        self.domain = domain
+        self.doc = doc
+        self.inputs = inputs
+        self.outputs = outputs
+        self.attrs = {} if attrs is None else attrs
+        self.layout = layout
+        self.infer = infer
+        self.lower = lower
+        self.evaluate = evaluate
+        self.infer_dtype = infer_dtype
+        self.layout_rule = layout_rule
+        self.source = source  # where the spec text is, e.g. "seed 000 + DIALECT.md"
+
+    def __repr__(self) -> str:
+        return f"OpSchema({self.domain}.{self.name})"
 
     @property
     def min_inputs(self) -> int:

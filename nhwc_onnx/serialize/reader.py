@@ -5,7 +5,6 @@ import json
 import math
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +20,14 @@ from .keys import KEY_IO_PERMUTATIONS
 from .tensors import dtype_from_onnx, read_type, tensor_to_array
 
 
-@dataclass
 class _Lifted:
     """Tensors whose raw_data stayed in the mapped file (onnx_wire.lift_raw_data)."""
 
-    buffer: object
-    spans: LiftedModel
+    __slots__ = ("buffer", "spans")
+
+    def __init__(self, buffer, spans: LiftedModel):
+        self.buffer = buffer
+        self.spans = spans
 
 
 def load(path: str | os.PathLike, defer_weights: bool = False) -> Model:

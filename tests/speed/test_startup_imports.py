@@ -19,7 +19,7 @@ _RUN_CLI = textwrap.dedent("""
     loaded = sorted(m for m in sys.modules if m in {
         "secrets", "xml.etree.ElementTree", "nhwc_onnx.passes", "nhwc_onnx.frontends",
         "nhwc_onnx.api", "nhwc_onnx.verification", "nhwc_onnx.runtime", "logging",
-        "nhwc_onnx.schemas.core"})
+        "nhwc_onnx.schemas.core", "dataclasses", "inspect", "click"})
     patterns = [p for p in re._cache if isinstance(p, tuple) and "\\ud7ff" in str(p[1])]
     from nhwc_onnx.numpy_deferral import numpy_loaded
     print(json.dumps({"code": code, "loaded": loaded, "xml_pattern": bool(patterns),
@@ -46,7 +46,9 @@ def test_check_loads_only_the_reader_and_the_schemas():
     # secrets: temp-file names come from os.urandom; the XML pattern: only JUnit needs it;
     # numpy: validation reads shapes, not weights (nhwc_onnx/numpy_deferral.py); logging:
     # nothing check runs logs (nhwc_onnx.cli.COMMANDS_THAT_NEVER_LOG); the core ops: a dialect
-    # model has none (nhwc_onnx.schemas.base.Registry defines them on first lookup)
+    # model has none (nhwc_onnx.schemas.base.Registry defines them on first lookup);
+    # dataclasses and the inspect module it imports: its records are named tuples and plain
+    # classes (nhwc_onnx/errors.py); click: the parsing is argparse's (nhwc_onnx/cli_args.py)
     assert facts["stdout"].endswith(": valid (8 nodes)\n")
     assert {**facts, "stdout": ""} == {"code": 0, "loaded": [], "xml_pattern": False,
                                        "numpy": False, "stdout": ""}
