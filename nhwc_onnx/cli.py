@@ -243,8 +243,8 @@ def run_arguments(parser) -> None:
              help="Feed a graph input from a .npy file (repeatable).")
     add_flag(parser, "--random", dest="random_inputs",
              help="Feed every input not given with --input from a seeded standard normal.")
-    parser.add_argument("--seed", type=int, default=0, help="Seed for --random.")
-    parser.add_argument("--output-dir", "-o", type=path_arg(file_okay=False),
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="Seed for --random.")
+    parser.add_argument("--output-dir", "-o", type=path_arg(file_okay=False), metavar="DIR",
                         help="Where to save outputs as .npy [default: ./<model name>_outputs].")
     repeated(parser, "--intermediate", dest="intermediate", metavar="TENSOR",
              help="Also save this internal tensor (repeatable).")

@@ -60,7 +60,9 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if action.default not in (None, False, [], argparse.SUPPRESS) and action.option_strings \
+        default = action.default  # 0 is a default worth saying (--seed), False and [] are not
+        if default is not None and default is not False and default != [] \
+                and default is not argparse.SUPPRESS and action.option_strings \
                 and action.nargs != 0 and "%(default)" not in text:
             text += "  [default: %(default)s]"
         return text
@@ -138,6 +140,6 @@ def add_flag(parser: argparse.ArgumentParser, *names: str, help: str, dest: str 
 
 
 def repeated(parser: argparse.ArgumentParser, *names: str, dest: str, metavar: str, help: str):
-    """An option that may be given several times; its values in order (a tuple)."""
+    """An option that may be given several times; its values in order (a list)."""
     parser.add_argument(*names, dest=dest, metavar=metavar, action="append", default=[],
                         help=help)

@@ -37,20 +37,21 @@ def source_arguments(parser) -> None:
     """Options shared by every command that reads a source model."""
     parser.add_argument("--framework", choices=["tf", "caffe", "onnx"],
                         help="Source framework (default: from the file extension).")
-    parser.add_argument("--weights", help="Caffe: the .caffemodel, or 'random' for seeded "
+    parser.add_argument("--weights", metavar="FILE",
+                        help="Caffe: the .caffemodel, or 'random' for seeded "
                                           "random weights (to check convertibility without "
                                           "weights).")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=int, default=0, metavar="N",
                         help="Seed for --weights random and for random verification inputs.")
-    parser.add_argument("--inputs", dest="input_names",
+    parser.add_argument("--inputs", dest="input_names", metavar="NAMES",
                         help="Graph input tensor names, comma separated.")
-    parser.add_argument("--outputs", dest="output_names",
+    parser.add_argument("--outputs", dest="output_names", metavar="NAMES",
                         help="Graph output tensor names, comma separated.")
     repeated(parser, "--input-shape", dest="input_shapes", metavar="NAME=D1,D2,...",
              help="Override an input's shape, in the source layout (repeatable).")
-    parser.add_argument("--batch", type=int_at_least(1),
+    parser.add_argument("--batch", type=int_at_least(1), metavar="N",
                         help="Batch size for inputs with an unknown batch.")
-    parser.add_argument("--signature", default="serving_default",
+    parser.add_argument("--signature", default="serving_default", metavar="NAME",
                         help="TensorFlow SavedModel signature.")
 
 
@@ -71,9 +72,9 @@ def _progress(settings, message: str) -> None:
 
 def convert_arguments(parser) -> None:
     parser.add_argument("sources", nargs="+", metavar="SOURCES")
-    parser.add_argument("-o", "--output", type=path_arg(dir_okay=False),
+    parser.add_argument("-o", "--output", type=path_arg(dir_okay=False), metavar="FILE",
                         help="Output .onnx file (one source).")
-    parser.add_argument("--output-dir", type=path_arg(file_okay=False),
+    parser.add_argument("--output-dir", type=path_arg(file_okay=False), metavar="DIR",
                         help="Output folder (several sources: <dir>/<source name>.onnx).")
     source_arguments(parser)
     parser.add_argument("--domain", choices=["nhwc", "default"], default="nhwc",
@@ -87,15 +88,17 @@ def convert_arguments(parser) -> None:
              help="Refuse rounding-level rewrites too (x/c as x*(1/c), ...): bit-exact only.")
     repeated(parser, "--keep-layout", dest="keep_layout", metavar="NAME[,NAME]",
              help="Keep these graph inputs/outputs in the source's axis order (not NHWC).")
-    parser.add_argument("--report", dest="report_path",
+    parser.add_argument("--report", dest="report_path", metavar="PATH",
                         help="Write the conversion report as JSON (several sources: a folder "
                              "that gets one <output name>.report.json per model).")
     add_flag(parser, "--verify", dest="do_verify",
              help="Run source and result on the same inputs and compare.")
     add_flag(parser, "--bisect", help="With --verify: name the first diverging node.")
-    parser.add_argument("--atol", type=float, default=1e-4)
-    parser.add_argument("--rtol", type=float, default=1e-4)
-    parser.add_argument("--jobs", type=int_at_least(1), default=1,
+    parser.add_argument("--atol", type=float, default=1e-4, metavar="X",
+                        help="Absolute tolerance of the comparison.")
+    parser.add_argument("--rtol", type=float, default=1e-4, metavar="X",
+                        help="Relative tolerance of the comparison.")
+    parser.add_argument("--jobs", type=int_at_least(1), default=1, metavar="N",
                         help="Worker processes for several sources; capped at the number of "
                              "sources and of usable CPUs.")
 
@@ -184,8 +187,10 @@ def verify_arguments(parser) -> None:
     source_arguments(parser)
     repeated(parser, "--input", dest="input_files", metavar="NAME=FILE.npy",
              help="Input value in the source layout (default: seeded random).")
-    parser.add_argument("--atol", type=float, default=1e-4)
-    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--atol", type=float, default=1e-4, metavar="X",
+                        help="Absolute tolerance of the comparison.")
+    parser.add_argument("--rtol", type=float, default=1e-4, metavar="X",
+                        help="Relative tolerance of the comparison.")
     add_flag(parser, "--bisect", "--per-node", dest="bisect",
              help="When outputs differ, name the first node whose output diverges.")
     parser.add_argument("--format", dest="fmt", choices=["text", "json"], default="text")
@@ -223,7 +228,7 @@ def verify(settings, args) -> None:
 def info_arguments(parser) -> None:
     parser.add_argument("file", metavar="FILE")
     parser.add_argument("--framework", choices=["tf", "caffe", "onnx", "dialect"])
-    parser.add_argument("--weights", help="Caffe: the .caffemodel (or 'random').")
+    parser.add_argument("--weights", metavar="FILE", help="Caffe: the .caffemodel (or 'random').")
     parser.add_argument("--format", dest="fmt", choices=["text", "json"], default="text")
 
 
