@@ -51,7 +51,7 @@ class MissingDependencyError(NhwcOnnxError, ImportError):
 
 
 # The records below are named tuples, not dataclasses: importing dataclasses (and the inspect
-# module it loads) was 42 M instructions, a sixth of a `check` and a quarter of `--help`.
+# module it loads) was 42 M instructions, a fifth of a `check` and over a quarter of `--help`.
 class NodeProblem(namedtuple("NodeProblem", "node op reason rule", defaults=("",))):
     """One reason why one node cannot be converted or is invalid."""
 
