@@ -13,11 +13,12 @@ import os
 import sys
 
 from . import __version__
-from .cli_args import EXIT_USAGE, Command, Parser, add_flag, echo, new_parser, path_arg, repeated
+from .cli_args import Command, Parser, add_flag, echo, new_parser, path_arg, repeated
 from .errors import (
     EXIT_INVALID,
     EXIT_OK,
     EXIT_UNREADABLE,
+    EXIT_USAGE,
     MissingDependencyError,
     NhwcOnnxError,
     UsageError,

@@ -13,8 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 
-EXIT_USAGE = 2  # a mistake in the command line itself (argparse's code too)
-# A value found wrong while the command runs raises ``errors.UsageError`` (also exit 2).
+from .errors import EXIT_USAGE  # a value found wrong while a command runs: errors.UsageError
 
 
 class Command:

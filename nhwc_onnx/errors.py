@@ -12,6 +12,7 @@ EXIT_OK = 0
 EXIT_INVALID = 1  # invalid model, unsupported op, refused conversion
 EXIT_UNREADABLE = 2  # input cannot be read / parsed / is not the format it claims
 EXIT_VERIFY_FAILED = 3  # converted model computes different numbers
+EXIT_USAGE = 2  # a mistake in the command line: the code of unreadable input, as argparse's
 
 
 class NhwcOnnxError(Exception):
@@ -142,7 +143,7 @@ class UsageError(NhwcOnnxError, ValueError):
     """A command-line value that cannot be used: malformed (``--input x``) or naming
     something the model does not have (``--keep-layout NAME``)."""
 
-    exit_code = EXIT_UNREADABLE
+    exit_code = EXIT_USAGE
 
     def __init__(self, message: str, param_hint: str = ""):
         super().__init__(f"Invalid value for '{param_hint}': {message}" if param_hint
