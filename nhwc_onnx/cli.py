@@ -62,6 +62,7 @@ def build_parser(args: list[str]) -> Parser:
                                   description=command.description,
                                   formatter_class=parser.formatter_class)
         sub.set_defaults(command_run=command.run)
+        parser.command_parsers[command.name] = sub
         if command.name == wanted:
             command.add_arguments(sub)
     return parser
@@ -78,7 +79,7 @@ def run_command(args: list[str]) -> int | str | None:
     """Parse ``args`` and run the command; returns its exit status (what it would pass to
     ``sys.exit``). The project's errors become one message on stderr and their exit code."""
     parser = build_parser(args)
-    parsed = parser.parse_args(args)
+    parsed = parser.parse_command_line(args)
     if parsed.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -45,8 +45,21 @@ class Parser(argparse.ArgumentParser):
     """argparse's parser, reporting a mistake the way every other error is reported: the usage
     line, where to find help, then one ``Error:`` line; exit 2."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.command_parsers: dict[str, Parser] = {}  # filled by whoever adds the commands
+
     def error(self, message: str):
         self.exit(EXIT_USAGE, usage_error_text(self, message))
+
+    def parse_command_line(self, args: list[str]) -> argparse.Namespace:
+        """``parse_args``, except that an argument no one declares is reported with the usage
+        of the command it was given to (argparse reports it with the top level's)."""
+        parsed, unknown = self.parse_known_args(args)
+        if unknown:
+            owner = self.command_parsers.get(getattr(parsed, "command", None), self)
+            owner.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return parsed
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):

@@ -105,6 +105,26 @@ def test_unreadable_input_exits_2(invoke, tmp_path):
     assert missing.exit_code == 2 and "no such file" in missing.stderr
 
 
+def test_an_unknown_option_shows_the_usage_of_the_command_it_was_given_to(invoke, tmp_path):
+    src = _conv_net(tmp_path / "net.onnx")
+    out = tmp_path / "o.onnx"
+    result = invoke("convert", src, "-o", out, "--force")
+    assert result.exit_code == 2 and not out.exists()
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("usage: nhwc-onnx convert ")
+    assert "Try 'nhwc-onnx convert -h' for help." in lines
+    assert lines[-1] == "Error: unrecognized arguments: --force"
+    # the same mistake placed before the command still names the command that runs
+    early = invoke("--force", "check", src)
+    assert early.exit_code == 2
+    assert early.stderr.startswith("usage: nhwc-onnx check ")
+    # with no command there is only the top level to show
+    bare = invoke("--force")
+    assert bare.exit_code == 2
+    assert bare.stderr.startswith("usage: nhwc-onnx [-h]")
+    assert bare.stderr.splitlines()[-1] == "Error: unrecognized arguments: --force"
+
+
 def test_verify_catches_a_corrupted_weight_and_bisect_names_the_node(invoke, tmp_path):
     src = _conv_net(tmp_path / "net.onnx")
     out = tmp_path / "net.nhwc.onnx"
