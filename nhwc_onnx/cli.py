@@ -13,7 +13,16 @@ import os
 import sys
 
 from . import __version__
-from .cli_args import Command, Parser, add_flag, echo, new_parser, path_arg, repeated
+from .cli_args import (
+    Command,
+    Parser,
+    add_flag,
+    echo,
+    new_parser,
+    no_such_command,
+    path_arg,
+    repeated,
+)
 from .errors import (
     EXIT_INVALID,
     EXIT_OK,
@@ -79,6 +88,9 @@ def run_command(args: list[str]) -> int | str | None:
     """Parse ``args`` and run the command; returns its exit status (what it would pass to
     ``sys.exit``). The project's errors become one message on stderr and their exit code."""
     parser = build_parser(args)
+    wanted = command_name(args)
+    if wanted is not None and wanted not in parser.command_parsers:
+        parser.error(no_such_command(wanted, parser.command_parsers))
     parsed = parser.parse_command_line(args)
     if parsed.command is None:
         parser.print_help(sys.stderr)

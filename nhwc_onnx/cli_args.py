@@ -103,6 +103,16 @@ def new_parser(**kwargs) -> Parser:
     return Parser(formatter_class=_Formatter, allow_abbrev=False, **kwargs)
 
 
+def no_such_command(name: str, commands) -> str:
+    """The error for a command name that does not exist, with the closest one if any is close."""
+    import difflib  # only on this mistake
+
+    names = sorted(commands)
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    return f"no such command '{name}'.{hint} Commands: {', '.join(names)}."
+
+
 def usage_error_text(parser: argparse.ArgumentParser, message: str) -> str:
     return (f"{parser.format_usage().rstrip()}\nTry '{parser.prog} -h' for help.\n\n"
             f"Error: {message}\n")

@@ -125,6 +125,19 @@ def test_an_unknown_option_shows_the_usage_of_the_command_it_was_given_to(invoke
     assert bare.stderr.splitlines()[-1] == "Error: unrecognized arguments: --force"
 
 
+def test_a_mistyped_command_is_named_with_the_closest_one(invoke):
+    typo = invoke("-q", "convrt", "model.pb")
+    assert typo.exit_code == 2
+    assert typo.stderr.startswith("usage: nhwc-onnx [-h]")
+    assert typo.stderr.splitlines()[-1] == (
+        "Error: no such command 'convrt'. Did you mean 'convert'? "
+        "Commands: check, convert, info, lower, ops, run, verify.")
+    unknown = invoke("zzz")
+    assert unknown.exit_code == 2
+    assert unknown.stderr.splitlines()[-1] == (
+        "Error: no such command 'zzz'. Commands: check, convert, info, lower, ops, run, verify.")
+
+
 def test_verify_catches_a_corrupted_weight_and_bisect_names_the_node(invoke, tmp_path):
     src = _conv_net(tmp_path / "net.onnx")
     out = tmp_path / "net.nhwc.onnx"
