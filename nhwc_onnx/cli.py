@@ -155,7 +155,8 @@ def configure_logging(quiet: bool, verbose: int, debug: bool) -> None:
 
 
 def check_arguments(parser) -> None:
-    parser.add_argument("models", nargs="+", metavar="MODELS")
+    parser.add_argument("models", nargs="+", metavar="MODELS",
+                        help="Dialect .onnx files, folders (their *.onnx files) or quoted globs.")
     parser.add_argument("--format", dest="fmt", choices=["text", "json", "junit"],
                         default="text", help="Human-readable report, JSON, or JUnit XML for CI.")
 
@@ -213,7 +214,8 @@ FRAMEWORKS = {"tf": "tensorflow", "caffe": "caffe", "onnx": "onnx"}
 
 
 def ops_arguments(parser) -> None:
-    parser.add_argument("op_names", nargs="*", metavar="OP_NAMES")
+    parser.add_argument("op_names", nargs="*", metavar="OP_NAMES",
+                        help="Ops to describe in full (default: list every op).")
     parser.add_argument("--framework", choices=sorted(FRAMEWORKS),
                         help="List the source ops this framework's frontend converts instead.")
 
@@ -252,7 +254,8 @@ def ops(settings: Settings, args) -> None:
 
 
 def run_arguments(parser) -> None:
-    parser.add_argument("model_path", metavar="MODEL", type=path_arg(dir_okay=False))
+    parser.add_argument("model_path", metavar="MODEL", type=path_arg(dir_okay=False),
+                        help="A dialect model (.onnx).")
     repeated(parser, "--input", "-i", dest="inputs", metavar="NAME=FILE.npy",
              help="Feed a graph input from a .npy file (repeatable).")
     add_flag(parser, "--random", dest="random_inputs",

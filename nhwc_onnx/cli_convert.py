@@ -71,7 +71,9 @@ def _progress(settings, message: str) -> None:
 
 
 def convert_arguments(parser) -> None:
-    parser.add_argument("sources", nargs="+", metavar="SOURCES")
+    parser.add_argument("sources", nargs="+", metavar="SOURCES",
+                        help="Source models: .pb, .pbtxt, .keras, .h5, a SavedModel folder, "
+                             ".prototxt or .onnx.")
     parser.add_argument("-o", "--output", type=path_arg(dir_okay=False), metavar="FILE",
                         help="Output .onnx file (one source).")
     parser.add_argument("--output-dir", type=path_arg(file_okay=False), metavar="DIR",
@@ -182,8 +184,9 @@ def convert(settings, args) -> None:
 
 
 def verify_arguments(parser) -> None:
-    parser.add_argument("source", metavar="SOURCE")
-    parser.add_argument("converted", metavar="CONVERTED", type=path_arg(dir_okay=False))
+    parser.add_argument("source", metavar="SOURCE", help="The source model, as given to convert.")
+    parser.add_argument("converted", metavar="CONVERTED", type=path_arg(dir_okay=False),
+                        help="The dialect model converted from SOURCE.")
     source_arguments(parser)
     repeated(parser, "--input", dest="input_files", metavar="NAME=FILE.npy",
              help="Input value in the source layout (default: seeded random).")
@@ -193,7 +196,8 @@ def verify_arguments(parser) -> None:
                         help="Relative tolerance of the comparison.")
     add_flag(parser, "--bisect", "--per-node", dest="bisect",
              help="When outputs differ, name the first node whose output diverges.")
-    parser.add_argument("--format", dest="fmt", choices=["text", "json"], default="text")
+    parser.add_argument("--format", dest="fmt", choices=["text", "json"], default="text",
+                        help="Human-readable report or JSON.")
 
 
 def verify(settings, args) -> None:
@@ -226,10 +230,12 @@ def verify(settings, args) -> None:
 
 
 def info_arguments(parser) -> None:
-    parser.add_argument("file", metavar="FILE")
-    parser.add_argument("--framework", choices=["tf", "caffe", "onnx", "dialect"])
+    parser.add_argument("file", metavar="FILE", help="A source model or a dialect model.")
+    parser.add_argument("--framework", choices=["tf", "caffe", "onnx", "dialect"],
+                        help="What FILE is (default: from its extension and content).")
     parser.add_argument("--weights", metavar="FILE", help="Caffe: the .caffemodel (or 'random').")
-    parser.add_argument("--format", dest="fmt", choices=["text", "json"], default="text")
+    parser.add_argument("--format", dest="fmt", choices=["text", "json"], default="text",
+                        help="Human-readable summary or JSON.")
 
 
 def info(settings, args) -> None:

@@ -7,7 +7,8 @@ from .cli_args import echo, path_arg
 
 
 def lower_arguments(parser) -> None:
-    parser.add_argument("model_path", metavar="MODEL", type=path_arg(dir_okay=False))
+    parser.add_argument("model_path", metavar="MODEL", type=path_arg(dir_okay=False),
+                        help="A dialect model (.onnx).")
     parser.add_argument("-o", "--output", required=True, type=path_arg(dir_okay=False),
                         metavar="FILE",
                         help="The standard ONNX file to write.")

@@ -60,6 +60,14 @@ def test_cli_reference_documents_exactly_the_existing_commands():
                     assert opt in section, (name, opt)
 
 
+def test_every_argument_of_every_command_has_help():
+    missing = [(command.name, action.dest) for command in COMMANDS
+               for action in command_parser(command.name)._actions
+               if not action.help]
+    assert missing == []
+    assert len(COMMANDS) == 7
+
+
 def test_python_api_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(REPO / "examples")
