@@ -302,7 +302,8 @@ def info(
 ) -> dict[str, Any]:
     """Inputs, outputs, op histogram, parameter count and size of any supported file."""
     p = Path(path)
-    if p.suffix.lower() == ".onnx" and framework in (None, "dialect") and is_dialect_file(p):
+    if framework == "dialect" or (
+            framework is None and p.suffix.lower() == ".onnx" and is_dialect_file(p)):
         from .serialize import load
 
         model, kind = load(p), "nhwc dialect"

@@ -184,6 +184,18 @@ def test_info_reads_sources_and_dialect_models(invoke, tmp_path):
     invoke("convert", src, "-o", out)
     text = invoke("info", out)
     assert text.exit_code == 0 and "nhwc dialect" in text.output and "Conv x2" in text.output
+    # --framework dialect reads a dialect model whatever its file name
+    renamed = tmp_path / "net.model"
+    renamed.write_bytes(out.read_bytes())
+    named = invoke("info", renamed, "--framework", "dialect", "--format", "json")
+    assert named.exit_code == 0, named.stderr
+    assert json.loads(named.output)["format"] == "nhwc dialect"
+    assert json.loads(named.output)["nodes"] == len(load(out).graph)
+    # and a file that is no ONNX model at all is refused as unreadable, by what it is
+    not_onnx = tmp_path / "graph.pb"
+    not_onnx.write_bytes(b"\x00" * 64)
+    refused = invoke("info", not_onnx, "--framework", "dialect")
+    assert refused.exit_code == 2 and "unknown framework" not in refused.stderr
 
 
 def test_convert_as_a_real_process(tmp_path):
