@@ -22,6 +22,7 @@ from .cli_args import (
     no_such_command,
     path_arg,
     repeated,
+    unknown_names,
 )
 from .errors import (
     EXIT_INVALID,
@@ -227,18 +228,21 @@ def ops(settings: Settings, args) -> None:
     from .schemas import DIALECT_OPS
 
     if framework:
-        entries = frontend_registry(FRAMEWORKS[framework]).describe()
-        echo(f"{len(entries)} {FRAMEWORKS[framework]} op(s) supported:")
-        for name, doc in entries:
-            echo(f"  {name:<28} {doc}".rstrip())
+        entries = dict(frontend_registry(FRAMEWORKS[framework]).describe())
+        unknown = [n for n in op_names if n not in entries]
+        if unknown:
+            raise UsageError(unknown_names(unknown, entries, f"{FRAMEWORKS[framework]} op(s) "
+                                           "with a converter"), param_hint="OP_NAMES")
+        if not op_names:
+            echo(f"{len(entries)} {FRAMEWORKS[framework]} op(s) supported:")
+        for name in op_names or entries:
+            echo(f"  {name:<28} {entries[name]}".rstrip())
         return
     if op_names:
         unknown = [n for n in op_names if n not in DIALECT_OPS]
         if unknown:
-            raise UsageError(
-                f"not dialect op(s): {', '.join(unknown)} (known: {', '.join(DIALECT_OPS.names())})",
-                param_hint="OP_NAMES",
-            )
+            raise UsageError(unknown_names(unknown, DIALECT_OPS.names(), "dialect op(s)"),
+                             param_hint="OP_NAMES")
         for i, name in enumerate(op_names):
             if i:
                 echo("")

@@ -103,14 +103,35 @@ def new_parser(**kwargs) -> Parser:
     return Parser(formatter_class=_Formatter, allow_abbrev=False, **kwargs)
 
 
+def closest_name(name: str, names) -> str | None:
+    """The one of ``names`` that ``name`` was probably meant to be (same letters in another
+    case first, then a close spelling), or None."""
+    names = list(names)
+    same_letters = [n for n in names if n.lower() == name.lower()]
+    if same_letters:
+        return same_letters[0]
+    import difflib  # only on a mistake
+
+    close = difflib.get_close_matches(name, names, n=1)
+    return close[0] if close else None
+
+
 def no_such_command(name: str, commands) -> str:
     """The error for a command name that does not exist, with the closest one if any is close."""
-    import difflib  # only on this mistake
-
     names = sorted(commands)
-    close = difflib.get_close_matches(name, names, n=1)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    close = closest_name(name, names)
+    hint = f" Did you mean '{close}'?" if close else ""
     return f"no such command '{name}'.{hint} Commands: {', '.join(names)}."
+
+
+def unknown_names(given: list[str], known, what: str) -> str:
+    """The error for names not among ``known``: each with its likely meaning, then the list."""
+    known = list(known)
+    named = []
+    for name in given:
+        close = closest_name(name, known)
+        named.append(f"{name} (did you mean {close}?)" if close else name)
+    return f"not {what}: {', '.join(named)} (known: {', '.join(known)})"
 
 
 def usage_error_text(parser: argparse.ArgumentParser, message: str) -> str:

@@ -41,15 +41,36 @@ def test_ops_unknown_name_is_a_usage_error(invoke):
     result = invoke("ops", "Conv2D")
     assert result.exit_code == 2
     assert "not dialect op(s): Conv2D" in result.stderr
+    typo = invoke("ops", "conv", "Softmx", "Pad")
+    assert typo.exit_code == 2 and typo.stdout == ""
+    assert "not dialect op(s): conv (did you mean Conv?), Softmx (did you mean Softmax?) (known: Abs," \
+        in typo.stderr
 
 
-def test_ops_framework_lists_the_frontend_registry(invoke, monkeypatch):
+def _fake_caffe_registry(monkeypatch) -> None:
     registry = OpRegistry("caffe")
     registry.register("Convolution", doc="conv with explicit pads")(lambda *a: None)
     registry.register("ReLU", "ReLU6")(lambda *a: None)
     fake = types.ModuleType("nhwc_onnx.frontends.caffe")
     fake.REGISTRY = registry
     monkeypatch.setitem(sys.modules, "nhwc_onnx.frontends.caffe", fake)
+
+
+def test_ops_framework_with_names_shows_those_ops_or_refuses_unknown_ones(invoke, monkeypatch):
+    _fake_caffe_registry(monkeypatch)
+    named = invoke("ops", "--framework", "caffe", "ReLU6", "Convolution")
+    assert named.exit_code == 0, named.output
+    assert [line.split()[0] for line in named.stdout.splitlines()] == ["ReLU6", "Convolution"]
+    assert "conv with explicit pads" in named.stdout.splitlines()[1]
+    unknown = invoke("ops", "--framework", "caffe", "relu", "Pooling")
+    assert unknown.exit_code == 2 and unknown.stdout == ""
+    assert unknown.stderr.strip().endswith(
+        "not caffe op(s) with a converter: relu (did you mean ReLU?), Pooling "
+        "(known: Convolution, ReLU, ReLU6)")
+
+
+def test_ops_framework_lists_the_frontend_registry(invoke, monkeypatch):
+    _fake_caffe_registry(monkeypatch)
     result = invoke("ops", "--framework", "caffe")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
