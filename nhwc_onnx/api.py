@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import ModelLoadError, UnsupportedOpError, ValidationIssue
+from .errors import InvalidModelError, ModelLoadError, UnsupportedOpError, ValidationIssue
 from .frontends.base import FrontendOptions
 from .ir import Model
 from .outputs import plan_targets
@@ -167,6 +167,11 @@ def convert(
         stage("passes")
         manager, ctx = to_dialect(model, ctx)
     except UnsupportedOpError as exc:
+        if fw == "onnx" and is_dialect_file(src):  # checked only here: free when it converts
+            raise InvalidModelError(
+                f"{src}: already an nhwc dialect model (written by nhwc-onnx), so there is "
+                "nothing to convert; check, info and run read it as it is, and lower writes "
+                "it as standard ONNX") from None
         if exact_cut:
             stage("cut")
             _attach_exact_cut(exc, src, fw, options, allow_transpose, approximate_padding,

@@ -198,6 +198,20 @@ def test_info_reads_sources_and_dialect_models(invoke, tmp_path):
     assert refused.exit_code == 2 and "unknown framework" not in refused.stderr
 
 
+def test_converting_a_dialect_model_again_says_it_is_one(invoke, tmp_path):
+    src = _conv_net(tmp_path / "net.onnx")
+    for domain in ("nhwc", "default"):
+        converted = tmp_path / f"net.{domain}.onnx"
+        assert invoke("convert", src, "-o", converted, "--domain", domain).exit_code == 0
+        again = tmp_path / f"again.{domain}.onnx"
+        result = invoke("convert", converted, "-o", again)
+        assert result.exit_code == 1 and not again.exists()
+        assert result.stderr == (
+            f"Error: {converted}: already an nhwc dialect model (written by nhwc-onnx), so there "
+            "is nothing to convert; check, info and run read it as it is, and lower writes it "
+            "as standard ONNX\n")
+
+
 def test_convert_as_a_real_process(tmp_path):
     src = _conv_net(tmp_path / "net.onnx")
     out = tmp_path / "net.nhwc.onnx"

@@ -206,7 +206,9 @@ class OnnxImporter:
     def _convert_node(self, converter: Converter, node: onnx.NodeProto,
                       names: dict[int, str]) -> None:
         name = names[id(node)]
-        ctx = NodeCtx(self, node, name, self._version_of(node))
+        schema = self._schema_of(node)
+        _check_attribute_types(node, schema)
+        ctx = NodeCtx(self, node, name, int(schema.since_version))
         converter.fn(ctx, node)
         _check_emitted_attributes(ctx.emitted, name, node.op_type)
         unread = ctx.unread_attributes()
@@ -228,15 +230,30 @@ class OnnxImporter:
                                             "dialect computes in float32 only"))
         return problems
 
-    def _version_of(self, node: onnx.NodeProto) -> int:
+    def _schema_of(self, node: onnx.NodeProto):
+        """The ONNX schema of ``node`` in the model's opset (``since_version``: its version)."""
         domain = node.domain or ""
         if domain not in ("", "ai.onnx"):
             raise Refusal(f"operator domain '{domain}' is not standard ONNX")
         opset = self.opsets.get("", 0)
         try:
-            return int(onnx.defs.get_schema(node.op_type, opset, "").since_version)
+            return onnx.defs.get_schema(node.op_type, opset, "")
         except Exception as exc:  # onnx raises its own SchemaError type
             raise Refusal(f"op '{node.op_type}' does not exist in ONNX opset {opset}") from exc
+
+
+def _check_attribute_types(node: onnx.NodeProto, schema) -> None:
+    """An attribute of another type than the op's schema declares (pads as a string) is a
+    broken model: named here, rather than failing inside the op's converter."""
+    for attr in node.attribute:
+        declared = schema.attributes.get(attr.name)
+        if declared is None or attr.type == onnx.AttributeProto.UNDEFINED:
+            continue  # unknown names are reported as unread; untyped ones by their value
+        expected = int(declared.type.value)
+        if attr.type != expected:
+            kind = onnx.AttributeProto.AttributeType.Name
+            raise Refusal(f"attribute '{attr.name}' is of type {kind(attr.type)}, but ONNX "
+                          f"{node.op_type} takes {kind(expected)}: the model is malformed")
 
 
 def _check_emitted_attributes(nodes, name: str, op: str) -> None:

@@ -263,3 +263,24 @@ def test_tensor_declaring_more_elements_than_it_stores_is_refused_before_inferen
     text = str(err.value)
     assert "initializer 'w' declares dims [1099511627776] but stores 3" in text
     assert "Constant node 'bias_const' declares dims [4] but stores 3" in text
+
+
+def test_attributes_of_another_type_than_the_schema_are_named_for_every_node():
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads="SAME"),  # a string
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Softmax", ["r"], ["y"], name="soft", axis=1.5),  # a float
+    ]
+    with pytest.raises(UnsupportedOpError) as info:
+        convert(make_model(nodes, [X], [("y", None)], W))
+    problems = {p.node: p.reason for p in info.value.problems}
+    assert problems == {
+        "conv": "attribute 'pads' is of type STRING, but ONNX Conv takes INTS: the model is "
+                "malformed",
+        "soft": "attribute 'axis' is of type FLOAT, but ONNX Softmax takes INT: the model is "
+                "malformed",
+    }
+    # the same nodes with the schema's types convert and compute what onnxruntime does
+    nodes[0] = helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1])
+    nodes[2] = helper.make_node("Softmax", ["r"], ["y"], name="soft", axis=1)
+    assert_matches_ort(make_model(nodes, [X], [("y", None)], W))
