@@ -64,6 +64,11 @@ def _convert(path: str, options: FrontendOptions, weights_option: str | None
     net = read_prototxt(path)
     layers = inference_layers(net)
     if options.outputs:
+        blobs = set(net.input).union(*(layer.top for layer in layers))
+        unknown = [n for n in options.outputs if n not in blobs]
+        if unknown:  # else no layer would be kept, and the net would seem to have no inputs
+            raise InvalidModelError(
+                f"requested output(s) {', '.join(unknown)} are not blobs of this net")
         layers = _layers_for(layers, options.outputs)
     problems = check_layers(layers) + REGISTRY.unsupported((la.name, la.type) for la in layers)
     # A refused net is still converted, to list every layer that cannot be, but with zero
@@ -131,7 +136,7 @@ def _outputs(b: CaffeBuilder, options: FrontendOptions) -> list:
         outs = []
         for name in options.outputs:
             if name not in b.blobs:
-                raise InvalidModelError(f"requested output '{name}' is not a blob of this net")
+                raise InvalidModelError(f"requested output(s) {name} are not blobs of this net")
             outs.append(b.blobs[name])
         return outs
     # Caffe's net outputs: the final version of every blob no layer reads.

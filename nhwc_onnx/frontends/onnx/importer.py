@@ -40,6 +40,7 @@ class OnnxImporter:
         self.consts: dict[str, np.ndarray] = {}
         self.folder: ShapeFolder | None = None
         self.used_names: set[str] = set()
+        self.tensor_names: set[str] = set()  # every tensor of the graph, once outputs are chosen
 
     # -- values -----------------------------------------------------------------------------
     def value(self, name: str) -> Value:
@@ -102,6 +103,7 @@ class OnnxImporter:
         produced = {o for n in order for o in n.output}
         known = produced | {i.name for i in self.proto.graph.input} | {
             t.name for t in self.proto.graph.initializer}
+        self.tensor_names = known
         missing = sorted(wanted - known)
         if missing:
             raise InvalidModelError(f"requested output(s) {missing} are not tensors of the model")
@@ -145,6 +147,8 @@ class OnnxImporter:
                 continue
             proto = by_name.get(name)
             dtype, shape = _type_of(proto) if proto is not None else ("float32", None)
+            if proto is None and name not in self.tensor_names:
+                raise InvalidModelError(f"requested input '{name}' is not a tensor of the model")
             if proto is None and name not in self.options.input_shapes:
                 raise InvalidModelError(f"input '{name}' is not a graph input; give its shape")
             shape = self._resolve_shape(name, shape)

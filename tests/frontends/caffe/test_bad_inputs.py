@@ -192,10 +192,20 @@ def test_unknown_requested_input_or_output(tmp_path):
     proto.write_text(TEXT)
     with pytest.raises(InvalidModelError, match="not inputs"):
         load(proto, FrontendOptions(weights="random", inputs=["nope"]))
-    with pytest.raises(InvalidModelError, match="'nope' is not a blob"):
+    with pytest.raises(InvalidModelError, match="^requested output.s. nope are not blobs"):
         load(proto, FrontendOptions(weights="random", outputs=["nope"]))
     model = load(proto, FrontendOptions(weights="random", outputs=["conv1"]))
     assert [v.name for v in model.graph.outputs] == ["conv1"]
+    # with the input declared by an Input layer, an unknown output is still named as such
+    # (it used to keep no layer at all, and the net seemed to declare no inputs)
+    input_layer = ('layer { name: "data" type: "Input" top: "data" '
+                   'input_param { shape { dim: 2 dim: 3 dim: 11 dim: 9 } } }\n')
+    proto.write_text(input_layer + TEXT.split("\n", 2)[2])
+    assert [v.name for v in load(proto, FrontendOptions(weights="random")).graph.inputs] == [
+        "data"]
+    with pytest.raises(InvalidModelError,
+                       match="^requested output.s. nope, nix are not blobs of this net$"):
+        load(proto, FrontendOptions(weights="random", outputs=["conv1", "nope", "nix"]))
 
 
 @pytest.mark.parametrize(("content", "what"), [

@@ -88,3 +88,25 @@ def test_outputs_option_cuts_the_graph_and_skips_unneeded_nodes():
     x = np.random.default_rng(0).standard_normal(X).astype(np.float32)
     np.testing.assert_allclose(run_core(core, {"x": x})["s"], 1 / (1 + np.exp(-np.maximum(x, 0))),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_inputs_option_names_tensors_of_the_model_only():
+    from nhwc_onnx.errors import InvalidModelError
+    from nhwc_onnx.passes.reference import run_core
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["s"])]
+    model = make_model(nodes, [("x", X)], [("s", None)])
+    # an inner tensor becomes an input once its shape is given
+    core = convert(model, inputs=["r"], input_shapes={"r": X})
+    assert [v.name for v in core.graph.inputs] == ["r"]
+    assert core.graph.op_counts() == {"Sigmoid": 1}
+    r = np.random.default_rng(0).standard_normal(X).astype(np.float32)
+    np.testing.assert_allclose(run_core(core, {"r": r})["s"], 1 / (1 + np.exp(-r)),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(InvalidModelError, match="^input 'r' is not a graph input; give its shape"):
+        convert(model, inputs=["r"])
+    # a name that is no tensor at all is named as such, shape or not
+    for shapes in ({}, {"nosuch": X}):
+        with pytest.raises(InvalidModelError,
+                           match="^requested input 'nosuch' is not a tensor of the model$"):
+            convert(model, inputs=["nosuch"], input_shapes=shapes)
