@@ -26,8 +26,9 @@ def check_pairing(source: str | os.PathLike, framework: str, options: FrontendOp
     origin = (f"'{converted}' was converted from the {recorded_fw or '?'} model "
               f"'{recorded_file or '?'}'")
     if recorded_fw and recorded_fw != framework:
-        raise ModelLoadError(f"{origin}, not from a {framework} model like '{source}'; verify it "
-                             "against the model it was converted from")
+        article = "an" if framework == "onnx" else "a"
+        raise ModelLoadError(f"{origin}, not from {article} {framework} model like '{source}'; "
+                             "verify it against the model it was converted from")
     parsed = load_source(source, framework, options).graph
     src_inputs = {v.name: v.shape for v in parsed.inputs}
     src_outputs = {v.name for v in parsed.outputs}

@@ -94,6 +94,17 @@ def test_verify_against_a_source_with_other_shapes_names_the_mismatch(converted,
     assert "(2, 3, 7, 5)" in err and "(2, 3, 9, 5)" in err
 
 
+def test_verify_of_a_caffe_conversion_against_an_onnx_source_says_so(converted, tmp_path):
+    onnx_source, _ = converted
+    caffe_source, extra = write_source(tmp_path / "caffe", "caffe")
+    caffe_converted = tmp_path / "caffe.onnx"
+    convert(caffe_source, caffe_converted, options=FrontendOptions(weights=extra[-1]))
+    proc = run_cli_limited(["verify", onnx_source, caffe_converted], timeout=120)
+    assert proc.returncode == EXIT_UNREADABLE, proc.stderr
+    assert "was converted from the caffe model 'deploy.prototxt', not from an onnx model" \
+        in _one_error_line(proc)
+
+
 @pytest.mark.parametrize("fmt", ["tf", "caffe"])
 def test_verify_against_a_source_of_another_framework_says_so(fmt, converted, tmp_path):
     _, model = converted
