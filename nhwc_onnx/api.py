@@ -269,14 +269,17 @@ def _describe_value(v) -> dict[str, Any]:
             "dtype": v.dtype}
 
 
-def check(paths: Sequence[str | os.PathLike]) -> dict[str, list[ValidationIssue]]:
-    """Validate dialect model files: path -> issues (empty list: valid).
+def check(paths: str | os.PathLike | Sequence[str | os.PathLike]
+          ) -> dict[str, list[ValidationIssue]]:
+    """Validate dialect model files (one path or several): path -> issues (empty: valid).
 
     Unreadable files raise ModelLoadError.
     """
     from .schemas import validate
     from .serialize import load
 
+    if isinstance(paths, (str, os.PathLike)):  # one path, not a sequence of its characters
+        paths = [paths]
     return {str(p): validate(load(p)) for p in paths}
 
 

@@ -158,3 +158,17 @@ def test_verbosity_flags_are_accepted_and_keep_the_report(invoke, examples):
         assert result.exit_code == 0, (flags, result.output)
         assert f"{examples / VALID[0]}: valid (8 nodes)" in result.stdout
     assert invoke("-q", "-v", "check", examples / VALID[0]).stdout == ""
+
+
+def test_the_api_check_takes_one_path_or_several(examples):
+    import nhwc_onnx
+
+    broken, valid = examples / BROKEN, examples / VALID[0]
+    for one in (str(broken), broken):
+        issues = nhwc_onnx.check(one)
+        assert list(issues) == [str(broken)]
+        assert [i.rule for i in issues[str(broken)]] == ["weight-shape", "attribute",
+                                                         "same-shape"]
+    both = nhwc_onnx.check([valid, str(broken)])
+    assert list(both) == [str(valid), str(broken)]
+    assert both[str(valid)] == [] and len(both[str(broken)]) == 3
