@@ -342,13 +342,12 @@ def _check_feed(value, array, file: str) -> None:
         raise UsageError(
             f"{file}: input {value.name!r} needs {value.dtype}, the file holds {array.dtype}",
             param_hint="--input")
-    if value.shape is not None:
-        fits = len(value.shape) == array.ndim and all(
-            d is None or d == n for d, n in zip(value.shape, array.shape))
-        if not fits:
-            raise UsageError(
-                f"{file}: input {value.name!r} needs shape {tuple(value.shape)}, "
-                f"the file holds {tuple(array.shape)}", param_hint="--input")
+    from .runtime import shape_fits
+
+    if not shape_fits(value.shape, array.shape):
+        raise UsageError(
+            f"{file}: input {value.name!r} needs shape {tuple(value.shape)}, "
+            f"the file holds {tuple(array.shape)}", param_hint="--input")
 
 
 def save_outputs(outputs: dict, out_dir) -> dict:
