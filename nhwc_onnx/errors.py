@@ -140,8 +140,8 @@ class ConversionContext(namedtuple("ConversionContext", "node op framework",
 
 
 class UsageError(NhwcOnnxError, ValueError):
-    """A command-line value that cannot be used: malformed (``--input x``) or naming
-    something the model does not have (``--keep-layout NAME``)."""
+    """A value the user gave that cannot be used: malformed (``--input x``), naming something
+    the model does not have (``--keep-layout NAME``), or feeds that do not fit the model."""
 
     exit_code = EXIT_USAGE
 
