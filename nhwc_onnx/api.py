@@ -121,6 +121,7 @@ def convert(
     progress: Callable[[str], None] | None = None,
     strict: bool = False,
     keep_layout: Sequence[str] = (),
+    before_write: Callable[[Model, ConversionReport], bool] | None = None,
 ) -> ConversionResult:
     """Convert ``source`` to the dialect; write ``output`` (atomically) when given.
 
@@ -129,7 +130,9 @@ def convert(
     exact cut in ``.exact_cut`` (see ``nhwc_onnx.cut``) and its message ends with it.
     ``progress(stage)`` is called as each stage starts: load, passes, cut, write, done.
     ``keep_layout`` names graph inputs/outputs kept in the source's axis order instead of
-    NHWC (the layout contract's per-name override).
+    NHWC (the layout contract's per-name override). ``before_write(model, report)`` is asked
+    once the model is complete; when it returns False nothing is written and ``.output`` is
+    None (``--verify``: a model that does not compute the source's numbers is not written).
     """
     stage = progress or (lambda _name: None)
     from .passes import PassContext
@@ -205,15 +208,18 @@ def convert(
             {"name": v.name, "source_name": source_names.get(v.name, v.name),
              "permutation": model.io_permutations.get(v.name)} for v in model.graph.outputs
         ], sort_keys=True)
-    if output is not None:
+    write = output is not None and (before_write is None or before_write(model, report))
+    if write:
         from .serialize import save
 
         stage("write")
         save(model, output, domain=domain, weights_as_constants=weights_as_constants)
         report.timings["write"] = time.perf_counter() - t2
+    else:
+        report.output = None
     report.timings["total"] = time.perf_counter() - t0
     stage("done")
-    return ConversionResult(model, report, str(output) if output is not None else None)
+    return ConversionResult(model, report, str(output) if write else None)
 
 
 def _attach_exact_cut(exc, src: Path, fw: str, options: FrontendOptions, allow_transpose: bool,

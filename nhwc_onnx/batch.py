@@ -90,17 +90,22 @@ def _convert_one(source: str, output: str, framework, options, flags, do_verify,
 
     start = time.perf_counter()
     try:
-        result = convert(source, output, framework=framework, options=options, **flags)
+        verification = None
+
+        def verified(model, report) -> bool:  # before writing: a mismatch is never written
+            nonlocal verification
+            verification = verify(source, model, framework=report.framework, options=options,
+                                  atol=atol, rtol=rtol)
+            return verification.ok
+
+        result = convert(source, output, framework=framework, options=options,
+                         before_write=verified if do_verify else None, **flags)
         outcome = BatchOutcome(source, output, "ok", EXIT_OK, 0.0,
                                dialect_nodes=len(result.model.graph))
-        verification = None
-        if do_verify:
-            verification = verify(source, result.model, framework=result.report.framework,
-                                  options=options, atol=atol, rtol=rtol)
-            if not verification.ok:
-                worst = max(c.max_rel_error for c in verification.outputs)
-                outcome.status, outcome.exit_code = "mismatch", EXIT_VERIFY_FAILED
-                outcome.message = f"outputs differ (max rel error {worst:.3g})"
+        if verification is not None and not verification.ok:
+            worst = max(c.max_rel_error for c in verification.outputs)
+            outcome.status, outcome.exit_code = "mismatch", EXIT_VERIFY_FAILED
+            outcome.message = f"outputs differ (max rel error {worst:.3g}); not written"
         if report_path is not None:
             from .api import write_report
 

@@ -163,6 +163,17 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def non_negative_float(text: str) -> float:
+    """A number >= 0 (a tolerance): not negative, not NaN."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"{text} is not a number >= 0")
+    return value
+
+
 def path_arg(*, file_okay: bool = True, dir_okay: bool = True) -> Callable[[str], str]:
     """A path, refused early only when it exists and is the wrong kind (the commands make
     every other check themselves, before any work)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .cli_args import add_flag, echo, int_at_least, path_arg, repeated
+from .cli_args import add_flag, echo, int_at_least, non_negative_float, path_arg, repeated
 from .errors import EXIT_OK, EXIT_VERIFY_FAILED, UnsupportedOpError, UsageError
 
 
@@ -96,9 +96,9 @@ def convert_arguments(parser) -> None:
     add_flag(parser, "--verify", dest="do_verify",
              help="Run source and result on the same inputs and compare.")
     add_flag(parser, "--bisect", help="With --verify: name the first diverging node.")
-    parser.add_argument("--atol", type=float, default=1e-4, metavar="X",
+    parser.add_argument("--atol", type=non_negative_float, default=1e-4, metavar="X",
                         help="Absolute tolerance of the comparison.")
-    parser.add_argument("--rtol", type=float, default=1e-4, metavar="X",
+    parser.add_argument("--rtol", type=non_negative_float, default=1e-4, metavar="X",
                         help="Relative tolerance of the comparison.")
     parser.add_argument("--jobs", type=int_at_least(1), default=1, metavar="N",
                         help="Worker processes for several sources; capped at the number of "
@@ -152,9 +152,21 @@ def convert(settings, args) -> None:
     targets = [("output", Path(output))] + ([("report", Path(report_path))] if report_path else [])
     plan_targets(targets, source_files(source, options))  # before the (long) conversion
     stages = StageReporter(source, wanted(settings.verbosity < 0))
+    verification = None
+
+    def verified(model, report) -> bool:  # before writing: a mismatch is never written
+        nonlocal verification
+        from .api import verify as api_verify
+
+        stages("verify")
+        verification = api_verify(source, model, framework=report.framework, options=options,
+                                  seed=seed, atol=atol, rtol=rtol, bisect=bisect)
+        return verification.ok
+
     try:
         result = api_convert(source, output, framework=framework, options=options,
-                             progress=stages, **flags)
+                             progress=stages, before_write=verified if do_verify else None,
+                             **flags)
     except UnsupportedOpError as exc:
         if report_path:  # the refusal and the exact cut, for machines
             _write_json(Path(report_path), refusal_report(source, exc))
@@ -163,15 +175,8 @@ def convert(settings, args) -> None:
     for w in report.warnings:
         echo(f"Warning: {w}", err=True)
     code = EXIT_OK
-    verification = None
-    if do_verify:
-        from .api import verify as api_verify
-
-        stages("verify")
-        verification = api_verify(source, result.model, framework=report.framework,
-                                  options=options, seed=seed, atol=atol, rtol=rtol, bisect=bisect)
-        if not verification.ok:
-            code = EXIT_VERIFY_FAILED
+    if verification is not None and not verification.ok:
+        code = EXIT_VERIFY_FAILED
     if report_path:
         from .api import write_report
 
@@ -180,6 +185,8 @@ def convert(settings, args) -> None:
         echo(format_report(report))
         if verification is not None:
             echo(format_verification(verification))
+    if code == EXIT_VERIFY_FAILED:
+        echo(f"Error: verification failed, so {output} was not written", err=True)
     raise SystemExit(code)
 
 
@@ -190,9 +197,9 @@ def verify_arguments(parser) -> None:
     source_arguments(parser)
     repeated(parser, "--input", dest="input_files", metavar="NAME=FILE.npy",
              help="Input value in the source layout (default: seeded random).")
-    parser.add_argument("--atol", type=float, default=1e-4, metavar="X",
+    parser.add_argument("--atol", type=non_negative_float, default=1e-4, metavar="X",
                         help="Absolute tolerance of the comparison.")
-    parser.add_argument("--rtol", type=float, default=1e-4, metavar="X",
+    parser.add_argument("--rtol", type=non_negative_float, default=1e-4, metavar="X",
                         help="Relative tolerance of the comparison.")
     add_flag(parser, "--bisect", "--per-node", dest="bisect",
              help="When outputs differ, name the first node whose output diverges.")

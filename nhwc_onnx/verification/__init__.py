@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelLoadError, VerificationError
+from ..errors import ModelLoadError, UsageError, VerificationError
 from ..frontends.base import FrontendOptions
 from ..ir import Model
 from .compare import TensorComparison, compare, to_converted_layout, to_source_layout
@@ -82,6 +82,9 @@ def verify(
     from ..api import detect_framework
     from ..runtime import run
 
+    for name, value in (("atol", atol), ("rtol", rtol)):
+        if not value >= 0:  # a negative or NaN tolerance would fail (or pass) everything
+            raise UsageError(f"{value} is not a number >= 0", param_hint=name)
     options = options or FrontendOptions()
     fw = framework or detect_framework(source)
     if isinstance(converted, Model):

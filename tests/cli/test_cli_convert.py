@@ -198,6 +198,61 @@ def test_info_reads_sources_and_dialect_models(invoke, tmp_path):
     assert refused.exit_code == 2 and "unknown framework" not in refused.stderr
 
 
+def _verification_that_fails(monkeypatch):
+    """The real verification, with every output then judged out of tolerance: a conversion
+    that computes other numbers, without needing one."""
+    import dataclasses
+
+    import nhwc_onnx.api
+    real = nhwc_onnx.api.verify
+
+    def failing(*args, **kwargs):
+        report = real(*args, **kwargs)
+        report.outputs = [dataclasses.replace(c, within=False) for c in report.outputs]
+        return report
+
+    monkeypatch.setattr(nhwc_onnx.api, "verify", failing)
+
+
+def test_a_failed_verification_writes_nothing_and_keeps_an_existing_output(
+        invoke, tmp_path, monkeypatch):
+    src = _conv_net(tmp_path / "net.onnx")
+    out, report = tmp_path / "net.nhwc.onnx", tmp_path / "report.json"
+    out.write_bytes(b"the previous conversion")
+    _verification_that_fails(monkeypatch)
+    result = invoke("convert", src, "-o", out, "--verify", "--report", report)
+    assert result.exit_code == 3, result.output + result.stderr
+    assert "verification: MISMATCH" in result.output
+    assert result.stderr.endswith(f"Error: verification failed, so {out} was not written\n")
+    assert out.read_bytes() == b"the previous conversion"
+    data = json.loads(report.read_text())
+    jsonschema.validate(data, json.loads((REPO / "docs" / "report-schema.json").read_text()))
+    assert data["output"] is None and data["verification"]["ok"] is False
+    # in a batch, the same: that model is not written, the others are
+    good = _conv_net(tmp_path / "other.onnx")
+    batch = invoke("convert", src, good, "--output-dir", tmp_path / "out", "--verify")
+    assert batch.exit_code == 3
+    assert "not written" in batch.output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
+
+
+def test_tolerances_are_numbers_of_at_least_zero(invoke, tmp_path):
+    import nhwc_onnx
+    from nhwc_onnx.errors import UsageError
+
+    src = _conv_net(tmp_path / "net.onnx")
+    out = tmp_path / "net.nhwc.onnx"
+    for option, value, says in (("--atol", "-1", "-1 is not a number >= 0"),
+                                ("--rtol", "nan", "nan is not a number >= 0"),
+                                ("--atol", "x", "'x' is not a number")):
+        result = invoke("convert", src, "-o", out, "--verify", option, value)
+        assert result.exit_code == 2 and not out.exists()
+        assert result.stderr.splitlines()[-1] == f"Error: argument {option}: {says}"
+    assert invoke("convert", src, "-o", out, "--verify", "--atol", "0").exit_code == 0
+    with pytest.raises(UsageError, match="^Invalid value for 'rtol': nan is not a number >= 0$"):
+        nhwc_onnx.verify(src, out, rtol=float("nan"))
+
+
 def test_converting_a_dialect_model_again_says_it_is_one(invoke, tmp_path):
     src = _conv_net(tmp_path / "net.onnx")
     for domain in ("nhwc", "default"):
