@@ -82,6 +82,9 @@ def detect_framework(path: str | os.PathLike) -> str:
     fw = _EXTENSIONS.get(p.suffix.lower())
     if fw:
         return fw
+    if p.suffix.lower() == ".caffemodel":
+        raise ModelLoadError(f"{p}: a .caffemodel holds a Caffe net's weights; convert the net's "
+                             f"deploy .prototxt with --weights {p}")
     raise ModelLoadError(
         f"{p}: cannot tell the framework from the extension '{p.suffix}'; "
         "pass --framework tf|caffe|onnx"
@@ -98,7 +101,46 @@ def load_source(path: str | os.PathLike, framework: str, options: FrontendOption
         from .frontends import onnx as frontend
     else:
         raise ModelLoadError(f"unknown framework '{framework}' (expected one of {FRAMEWORKS})")
-    return frontend.load(str(path), options)
+    try:
+        return frontend.load(str(path), options)
+    except ModelLoadError as exc:
+        other = _format_it_parses_as(Path(path), framework)
+        if other is None:
+            raise
+        raise ModelLoadError(f"{exc}; it reads as {_A_MODEL[other]} model: pass --framework "
+                             f"{other}") from exc
+
+
+_A_MODEL = {"onnx": "an ONNX", "tf": "a TensorFlow"}
+
+
+def _format_it_parses_as(path: Path, framework: str) -> str | None:
+    """After a file failed to load as ``framework``: the other binary format it parses as
+    (a .pb that is an ONNX model, or the other way round), or None."""
+    from .safe_io import map_regular
+
+    if path.is_dir():
+        return None
+    if framework != "onnx":
+        from .onnx_wire import lift_raw_data
+        from .onnxfile import ModelProto
+
+        try:
+            proto = ModelProto.FromString(lift_raw_data(map_regular(path, str(path))).skeleton)
+        except Exception:  # noqa: BLE001 - not ONNX either
+            proto = None
+        if proto is not None and proto.ir_version > 0 and proto.opset_import \
+                and len(proto.graph.node):
+            return "onnx"
+    if framework != "tf":
+        from .frontends.tensorflow.reader import read_graphdef
+
+        try:
+            read_graphdef(path)
+        except Exception:  # noqa: BLE001 - not a GraphDef either
+            return None
+        return "tf"
+    return None
 
 
 def source_files(source: str | os.PathLike, options: FrontendOptions) -> list[Path]:

@@ -253,6 +253,30 @@ def test_tolerances_are_numbers_of_at_least_zero(invoke, tmp_path):
         nhwc_onnx.verify(src, out, rtol=float("nan"))
 
 
+def test_a_model_in_another_format_than_its_name_says_is_named(invoke, tmp_path, examples):
+    onnx_as_pb = tmp_path / "model.pb"
+    onnx_as_pb.write_bytes(_conv_net(tmp_path / "net.onnx").read_bytes())
+    graphdef_as_onnx = tmp_path / "graph.onnx"
+    graphdef_as_onnx.write_bytes((examples / "tf" / "small_cnn.pb").read_bytes())
+    for source, hint in ((onnx_as_pb, "it reads as an ONNX model: pass --framework onnx"),
+                         (graphdef_as_onnx, "it reads as a TensorFlow model: pass --framework tf")):
+        result = invoke("convert", source, "-o", tmp_path / "out.onnx")
+        assert result.exit_code == 2 and not (tmp_path / "out.onnx").exists()
+        assert len(result.stderr.splitlines()) == 1 and result.stderr.endswith(f"; {hint}\n")
+        framework = hint.rsplit(" ", 1)[1]
+        assert invoke("convert", source, "-o", tmp_path / "out.onnx",
+                      "--framework", framework).exit_code == 0
+        (tmp_path / "out.onnx").unlink()
+    noise = tmp_path / "noise.pb"
+    noise.write_bytes(bytes(range(256)) * 4)
+    result = invoke("convert", noise, "-o", tmp_path / "out.onnx")
+    assert result.exit_code == 2 and "it reads as" not in result.stderr
+    weights = invoke("convert", examples / "caffe" / "tiny_net.caffemodel", "-o", tmp_path / "o.onnx")
+    assert weights.exit_code == 2
+    assert "a .caffemodel holds a Caffe net's weights; convert the net's deploy .prototxt with " \
+        "--weights" in weights.stderr
+
+
 def test_converting_a_dialect_model_again_says_it_is_one(invoke, tmp_path):
     src = _conv_net(tmp_path / "net.onnx")
     for domain in ("nhwc", "default"):
