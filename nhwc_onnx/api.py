@@ -117,18 +117,10 @@ _A_MODEL = {"onnx": "an ONNX", "tf": "a TensorFlow"}
 def _format_it_parses_as(path: Path, framework: str) -> str | None:
     """After a file failed to load as ``framework``: the other binary format it parses as
     (a .pb that is an ONNX model, or the other way round), or None."""
-    from .safe_io import map_regular
-
     if path.is_dir():
         return None
     if framework != "onnx":
-        from .onnx_wire import lift_raw_data
-        from .onnxfile import ModelProto
-
-        try:
-            proto = ModelProto.FromString(lift_raw_data(map_regular(path, str(path))).skeleton)
-        except Exception:  # noqa: BLE001 - not ONNX either
-            proto = None
+        proto = _onnx_structure(path)
         if proto is not None and proto.ir_version > 0 and proto.opset_import \
                 and len(proto.graph.node):
             return "onnx"
@@ -338,15 +330,42 @@ def verify(*args: Any, **kwargs: Any):
     return _verify(*args, **kwargs)
 
 
-def is_dialect_file(path: str | os.PathLike) -> bool:
-    """True when an .onnx file is one of ours (dialect domain or our converter metadata)."""
+class VerifyBeforeWrite:
+    """A ``before_write`` for convert(): the finished model is verified against ``source`` on
+    inputs seeded by ``options.seed`` (its verdict stays in ``.report``); a mismatch is not
+    written. ``started()`` is called as verification starts (a progress line)."""
+
+    def __init__(self, source, options: FrontendOptions, *, atol: float, rtol: float,
+                 bisect: bool = False, started: Callable[[], None] | None = None):
+        self.source, self.options, self.started = source, options, started
+        self.settings = {"atol": atol, "rtol": rtol, "bisect": bisect}
+        self.report = None
+
+    def __call__(self, model: Model, report: ConversionReport) -> bool:
+        if self.started is not None:
+            self.started()
+        self.report = verify(self.source, model, framework=report.framework,
+                             options=self.options, seed=self.options.seed, **self.settings)
+        return self.report.ok
+
+
+def _onnx_structure(path: str | os.PathLike):
+    """The file's ONNX ModelProto without its weights (they stay in the mapped file), or None
+    when it does not parse: unreadable files are reported by the loaders."""
     from .onnx_wire import lift_raw_data
     from .onnxfile import ModelProto
     from .safe_io import map_regular
 
-    try:  # the structure only: weights stay in the mapped file
-        proto = ModelProto.FromString(lift_raw_data(map_regular(path, str(path))).skeleton)
-    except Exception:  # noqa: BLE001 - unreadable files are reported by the loaders
+    try:
+        return ModelProto.FromString(lift_raw_data(map_regular(path, str(path))).skeleton)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def is_dialect_file(path: str | os.PathLike) -> bool:
+    """True when an .onnx file is one of ours (dialect domain or our converter metadata)."""
+    proto = _onnx_structure(path)
+    if proto is None:
         return False
     if any(p.key == "converter" and p.value == "nhwc-onnx" for p in proto.metadata_props):
         return True

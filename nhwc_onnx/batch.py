@@ -86,22 +86,16 @@ def convert_one(source: str, output: str, framework, options, flags, do_verify, 
 
 def _convert_one(source: str, output: str, framework, options, flags, do_verify, atol, rtol,
                  report_path: str | None):
-    from .api import convert, verify
+    from .api import VerifyBeforeWrite, convert
 
     start = time.perf_counter()
     try:
-        verification = None
-
-        def verified(model, report) -> bool:  # before writing: a mismatch is never written
-            nonlocal verification
-            verification = verify(source, model, framework=report.framework, options=options,
-                                  atol=atol, rtol=rtol)
-            return verification.ok
-
+        check = VerifyBeforeWrite(source, options, atol=atol, rtol=rtol) if do_verify else None
         result = convert(source, output, framework=framework, options=options,
-                         before_write=verified if do_verify else None, **flags)
+                         before_write=check, **flags)
         outcome = BatchOutcome(source, output, "ok", EXIT_OK, 0.0,
                                dialect_nodes=len(result.model.graph))
+        verification = check.report if check is not None else None
         if verification is not None and not verification.ok:
             worst = max(c.max_rel_error for c in verification.outputs)
             outcome.status, outcome.exit_code = "mismatch", EXIT_VERIFY_FAILED

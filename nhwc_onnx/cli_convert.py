@@ -70,6 +70,14 @@ def _progress(settings, message: str) -> None:
         echo(message, err=True)
 
 
+def tolerance_arguments(parser) -> None:
+    """--atol and --rtol, the same for convert --verify and verify."""
+    parser.add_argument("--atol", type=non_negative_float, default=1e-4, metavar="X",
+                        help="Absolute tolerance of the comparison.")
+    parser.add_argument("--rtol", type=non_negative_float, default=1e-4, metavar="X",
+                        help="Relative tolerance of the comparison.")
+
+
 def convert_arguments(parser) -> None:
     parser.add_argument("sources", nargs="+", metavar="SOURCES",
                         help="Source models: .pb, .pbtxt, .keras, .h5, a SavedModel folder, "
@@ -96,10 +104,7 @@ def convert_arguments(parser) -> None:
     add_flag(parser, "--verify", dest="do_verify",
              help="Run source and result on the same inputs and compare.")
     add_flag(parser, "--bisect", help="With --verify: name the first diverging node.")
-    parser.add_argument("--atol", type=non_negative_float, default=1e-4, metavar="X",
-                        help="Absolute tolerance of the comparison.")
-    parser.add_argument("--rtol", type=non_negative_float, default=1e-4, metavar="X",
-                        help="Relative tolerance of the comparison.")
+    tolerance_arguments(parser)
     parser.add_argument("--jobs", type=int_at_least(1), default=1, metavar="N",
                         help="Worker processes for several sources; capped at the number of "
                              "sources and of usable CPUs.")
@@ -115,7 +120,7 @@ def convert(settings, args) -> None:
         args.framework
     report_path, do_verify, bisect, jobs = args.report_path, args.do_verify, args.bisect, \
         args.jobs
-    atol, rtol, seed, keep_layout = args.atol, args.rtol, args.seed, args.keep_layout
+    atol, rtol, keep_layout = args.atol, args.rtol, args.keep_layout
     options = _frontend_options(args)
     flags = {"domain": "" if args.domain == "default" else "nhwc",
              "weights_as_constants": args.weights_as_constants,
@@ -143,8 +148,8 @@ def convert(settings, args) -> None:
         raise SystemExit(code)
     if not output:
         raise UsageError("missing -o/--output")
+    from .api import VerifyBeforeWrite, source_files
     from .api import convert as api_convert
-    from .api import source_files
     from .outputs import plan_targets
     from .progress import StageReporter, wanted
 
@@ -152,21 +157,11 @@ def convert(settings, args) -> None:
     targets = [("output", Path(output))] + ([("report", Path(report_path))] if report_path else [])
     plan_targets(targets, source_files(source, options))  # before the (long) conversion
     stages = StageReporter(source, wanted(settings.verbosity < 0))
-    verification = None
-
-    def verified(model, report) -> bool:  # before writing: a mismatch is never written
-        nonlocal verification
-        from .api import verify as api_verify
-
-        stages("verify")
-        verification = api_verify(source, model, framework=report.framework, options=options,
-                                  seed=seed, atol=atol, rtol=rtol, bisect=bisect)
-        return verification.ok
-
+    check = VerifyBeforeWrite(source, options, atol=atol, rtol=rtol, bisect=bisect,
+                              started=lambda: stages("verify")) if do_verify else None
     try:
         result = api_convert(source, output, framework=framework, options=options,
-                             progress=stages, before_write=verified if do_verify else None,
-                             **flags)
+                             progress=stages, before_write=check, **flags)
     except UnsupportedOpError as exc:
         if report_path:  # the refusal and the exact cut, for machines
             _write_json(Path(report_path), refusal_report(source, exc))
@@ -174,9 +169,8 @@ def convert(settings, args) -> None:
     report = result.report
     for w in report.warnings:
         echo(f"Warning: {w}", err=True)
-    code = EXIT_OK
-    if verification is not None and not verification.ok:
-        code = EXIT_VERIFY_FAILED
+    verification = check.report if check is not None else None
+    code = EXIT_VERIFY_FAILED if verification is not None and not verification.ok else EXIT_OK
     if report_path:
         from .api import write_report
 
@@ -197,10 +191,7 @@ def verify_arguments(parser) -> None:
     source_arguments(parser)
     repeated(parser, "--input", dest="input_files", metavar="NAME=FILE.npy",
              help="Input value in the source layout (default: seeded random).")
-    parser.add_argument("--atol", type=non_negative_float, default=1e-4, metavar="X",
-                        help="Absolute tolerance of the comparison.")
-    parser.add_argument("--rtol", type=non_negative_float, default=1e-4, metavar="X",
-                        help="Relative tolerance of the comparison.")
+    tolerance_arguments(parser)
     add_flag(parser, "--bisect", "--per-node", dest="bisect",
              help="When outputs differ, name the first node whose output diverges.")
     parser.add_argument("--format", dest="fmt", choices=["text", "json"], default="text",

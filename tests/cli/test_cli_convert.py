@@ -236,6 +236,16 @@ def test_a_failed_verification_writes_nothing_and_keeps_an_existing_output(
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
 
 
+def test_verification_uses_the_seed_given_in_a_batch_too(invoke, tmp_path):
+    sources = [_conv_net(tmp_path / "a.onnx"), _conv_net(tmp_path / "b.onnx")]
+    result = invoke("convert", *sources, "--output-dir", tmp_path / "out", "--verify",
+                    "--seed", "5", "--report", tmp_path / "reports")
+    assert result.exit_code == 0, result.output + result.stderr
+    reports = sorted((tmp_path / "reports").iterdir())
+    assert len(reports) == 2
+    assert [json.loads(r.read_text())["verification"]["seed"] for r in reports] == [5, 5]
+
+
 def test_tolerances_are_numbers_of_at_least_zero(invoke, tmp_path):
     import nhwc_onnx
     from nhwc_onnx.errors import UsageError
