@@ -31,12 +31,14 @@ class AttrKind(enum.Enum):
 
 
 class LayoutClass(enum.Enum):
-    """How an op relates to the data layout (tflite2onnx's classification)."""
+    """How an op relates to the data layout (tflite2onnx's classification). A dialect op
+    declares its class; a core op's is the class of its NCHW->NHWC layout rule
+    (``passes.layout.table.layout_class``)."""
 
     IMPLICIT = "implicit"  # layout lives in the weights / spatial semantics (Conv, Pool)
     TRANSPARENT = "transparent"  # elementwise: any layout works unchanged (Relu, Add)
-    ATTRIBUTE = "attribute"  # an axis attribute must be remapped (Concat, Softmax, Slice)
-    TERMINATE = "terminate"  # changes what axes mean (Reshape, Flatten): needs reasoning
+    ATTRIBUTE = "attribute"  # an axis attribute or per-axis list is remapped (Concat, Tile)
+    TERMINATE = "terminate"  # axes change meaning or are read in source order (Reshape, MatMul)
 
 
 # Named tuples and plain classes, not dataclasses: see errors.py.
@@ -119,20 +121,20 @@ LowerFn = Callable[["Node", Lowerer, list, list], None]
 InferFn = Callable[[InferContext], list]
 EvalFn = Callable[["Node", list], list]  # numpy evaluator for constant folding (core ops)
 DtypeFn = Callable[["Node", list], list]  # (node, input element types) -> output element types
-LayoutRuleFn = Callable[[Any, "Node"], None]  # (NCHW->NHWC walk state, node): core ops only
 
 
 class OpSchema:
-    """One op: its ports and attributes, its layout class, and the functions that infer its
-    shapes and element types, lower it to standard ONNX, evaluate it (core ops) and move it
-    through the NCHW -> NHWC walk (core ops)."""
+    """One op: its ports and attributes, its layout class (dialect ops; None for a core op,
+    whose class follows from its layout rule in the passes), whether it is elementwise, and the
+    functions that infer its shapes and element types, lower it to standard ONNX and evaluate
+    it (core ops)."""
 
     def __init__(self, name: str, domain: str, doc: str, inputs: list[Port],
                  outputs: list[Port], attrs: dict[str, Attr] | None = None,
-                 layout: LayoutClass = LayoutClass.TRANSPARENT, infer: InferFn | None = None,
-                 lower: LowerFn | None = None, evaluate: EvalFn | None = None,
-                 infer_dtype: DtypeFn | None = None, layout_rule: LayoutRuleFn | None = None,
-                 source: str = ""):
+                 layout: LayoutClass | None = LayoutClass.TRANSPARENT,
+                 infer: InferFn | None = None, lower: LowerFn | None = None,
+                 evaluate: EvalFn | None = None, infer_dtype: DtypeFn | None = None,
+                 elementwise: bool = False, source: str = ""):
         self.name = name
         self.domain = domain
         self.doc = doc
@@ -144,7 +146,9 @@ class OpSchema:
         self.lower = lower
         self.evaluate = evaluate
         self.infer_dtype = infer_dtype
-        self.layout_rule = layout_rule
+        # Each output element is computed from the same-position elements of the inputs
+        # (numpy broadcasting): Relu, Add, Cast, Where ... (core ops)
+        self.elementwise = elementwise
         self.source = source  # where the spec text is, e.g. "seed 000 + DIALECT.md"
 
     def __repr__(self) -> str:

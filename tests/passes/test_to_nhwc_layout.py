@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nhwc_onnx.schemas.core.layout_perm import (
+from nhwc_onnx.passes.layout.perm import (
     NHWC,
     drop_axes_layout,
     flatten_row_order,

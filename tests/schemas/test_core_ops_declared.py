@@ -10,9 +10,8 @@ from nhwc_onnx.ir import Node, Value
 from nhwc_onnx.schemas import CORE_OPS
 from nhwc_onnx.schemas.core import attr
 from nhwc_onnx.schemas.core.define import core_op, dtype_of_inputs, same_shape
-from nhwc_onnx.schemas.core.layout_rules import elementwise
 
-RULES = ("infer", "infer_dtype", "evaluate", "layout_rule")
+RULES = ("infer", "infer_dtype", "evaluate")  # the layout rule: tests/passes/test_layout_table.py
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -42,7 +41,7 @@ def test_an_op_without_a_rule_cannot_be_declared():
     before = CORE_OPS.names()
     with pytest.raises(TypeError):
         core_op("NoRules", "declared without an evaluator", ["X"], infer=same_shape,
-                dtype=dtype_of_inputs, layout_rule=elementwise)  # evaluate= missing
+                dtype=dtype_of_inputs)  # evaluate= missing
     assert CORE_OPS.names() == before
 
 

@@ -10,7 +10,6 @@ import numpy as np
 from ...errors import InvalidModelError
 from ...ir import CORE, Graph, Node, Value
 from ...schemas import CORE_OPS
-from ...schemas.base import LayoutClass
 from ...schemas.core import infer_dtypes
 from ..base import Refusal
 from . import shapes
@@ -18,6 +17,9 @@ from .tensors import Attrs
 from .tfnodes import Ref, TFNode
 
 MAX_GENERATED_ELEMENTS = 1 << 28  # Fill/Tile/Range/... beyond this are corrupt, not models
+# Besides the elementwise ops, the core ops whose rank-4 output keeps the axes of input 0:
+# Expand and Tile repeat along them, MatMul is a per-pixel Dense ([N,H,W,C] x [C,K]).
+_KEEP_INPUT_AXES = frozenset({"Expand", "MatMul", "Tile"})
 
 
 class TFContext:
@@ -177,12 +179,13 @@ class TFContext:
                     v.shape = tuple(arr.shape)
 
     def _layout(self, node: Node) -> str | None:
-        """Spatial ops say their layout; elementwise ops keep their input's; others: unknown."""
+        """Spatial ops say their layout; ops that keep the axes of their input keep its layout;
+        others: unknown."""
         fmt = node.attrs.get("data_format")
         if fmt:
             return fmt
         schema = CORE_OPS.get(node.op)
-        if schema is None or schema.layout is not LayoutClass.TRANSPARENT:
+        if schema is None or not (schema.elementwise or node.op in _KEEP_INPUT_AXES):
             return None
         x = node.inputs[0] if node.inputs else None
         return x.layout if x is not None and x.rank == 4 else None

@@ -1,7 +1,8 @@
 """The core op set: what every frontend emits (domain ``core``), one module per family.
 
 Each core op is declared once (``define.core_op``) with its ports, attributes and defaults,
-shape inference, element-type rule, numpy evaluator and NCHW->NHWC layout rule.
+shape inference, element-type rule and numpy evaluator. How the NCHW->NHWC pass moves it (its
+layout rule and layout class) is the passes' (``passes/layout/table.py``).
 
 Core ops keep the full meaning of the source. Semantics are those of the standard ONNX operator
 of the same name (opset 13+ forms, with every parameter an attribute once it is constant), plus

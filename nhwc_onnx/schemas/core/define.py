@@ -1,9 +1,10 @@
 """How a core op is declared, and the helpers its rules share.
 
 ``core_op`` registers one schema in ``CORE_OPS`` with everything the op means: ports,
-attributes with defaults, layout class, shape inference, element-type rule, numpy evaluator and
-NCHW->NHWC layout rule. All four rules are required arguments, so an op cannot be declared
-without them.
+attributes with defaults, whether it is elementwise, shape inference, element-type rule and
+numpy evaluator. The three rules are required arguments, so an op cannot be declared without
+them. How the NCHW->NHWC pass moves the op (its layout rule, and the layout class that follows)
+is pass logic: it lives in ``passes/layout/table.py``, keyed by core op.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...errors import InvalidAttributeError
-from ..base import CORE_OPS, Attr, AttrKind, InferContext, LayoutClass, OpSchema, Port
+from ..base import CORE_OPS, Attr, AttrKind, InferContext, OpSchema, Port
 
 A = AttrKind
 ANY = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
@@ -27,17 +28,17 @@ PADS = Attr(A.INTS, default=None, doc="[h_begin, w_begin, h_end, w_end]")
 Impl = Callable[[dict, list], "np.ndarray | list[np.ndarray]"]
 
 
-def core_op(name: str, doc: str, inputs, outputs=("Y",), attrs=None,
-            layout: LayoutClass = LayoutClass.TRANSPARENT, dtypes=ANY, *,
-            infer, evaluate: Impl, layout_rule, dtype) -> OpSchema:
-    """Register core op ``name``. ``inputs`` are port names, "X?" optional, "data*" variadic."""
+def core_op(name: str, doc: str, inputs, outputs=("Y",), attrs=None, dtypes=ANY, *,
+            infer, evaluate: Impl, dtype, elementwise: bool = False) -> OpSchema:
+    """Register core op ``name``. ``inputs`` are port names, "X?" optional, "data*" variadic.
+    ``elementwise``: each output element comes from the same-position (broadcast) elements."""
     ins = []
     for spec in inputs:
         ins.append(Port(spec.rstrip("?*"), optional=spec.endswith("?"),
                         variadic=spec.endswith("*"), dtypes=dtypes))
     outs = [Port(o, dtypes=dtypes) for o in outputs]
-    schema = OpSchema(name, "core", doc, ins, outs, dict(attrs or {}), layout, infer=infer,
-                      infer_dtype=dtype, layout_rule=layout_rule)
+    schema = OpSchema(name, "core", doc, ins, outs, dict(attrs or {}), layout=None,
+                      infer=infer, infer_dtype=dtype, elementwise=elementwise)
     schema.evaluate = _evaluator(schema, evaluate)
     return CORE_OPS.register(schema)
 

@@ -7,7 +7,6 @@ from collections.abc import Callable
 import numpy as np
 
 from ..base import Attr
-from . import layout_rules as lr
 from .define import (
     A,
     broadcast,
@@ -55,7 +54,7 @@ for _name, _fn in _UNARY.items():
     core_op(_name, f"Elementwise {_name} (ONNX semantics; Rsqrt = 1/sqrt, Square = x*x; Dropout "
             "and Identity pass their input through at inference).", ["X"],
             infer=same_shape, dtype=dtype_bool if _name == "Not" else dtype_of_inputs,
-            layout_rule=lr.elementwise, evaluate=_unary(_fn))
+            evaluate=_unary(_fn), elementwise=True)
 
 
 def _elu(attrs, xs):
@@ -82,7 +81,7 @@ def _clip(attrs, xs):
     return y.astype(xs[0].dtype)
 
 
-_ELEMENTWISE = {"infer": same_shape, "dtype": dtype_of_inputs, "layout_rule": lr.elementwise}
+_ELEMENTWISE = {"infer": same_shape, "dtype": dtype_of_inputs, "elementwise": True}
 core_op("Elu", "Elementwise ELU.", ["X"], attrs={"alpha": Attr(A.FLOAT, default=1.0)},
         evaluate=_elu, **_ELEMENTWISE)
 core_op("LeakyRelu", "Elementwise leaky ReLU.", ["X"],
@@ -107,8 +106,8 @@ def _prelu(attrs, xs):
 
 
 core_op("PRelu", "x if x >= 0 else slope*x, slope broadcast to X (unidirectional).",
-        ["X", "slope"], infer=_infer_prelu, dtype=dtype_of_inputs, layout_rule=lr.elementwise,
-        evaluate=_prelu)
+        ["X", "slope"], infer=_infer_prelu, dtype=dtype_of_inputs, evaluate=_prelu,
+        elementwise=True)
 
 
 # -- binary and variadic (numpy broadcasting) -----------------------------------------------------
@@ -151,7 +150,7 @@ def _binary(name: str, fn: Callable):
 for _name, _fn in _BINARY.items():
     core_op(_name, f"Elementwise {_name} with numpy broadcasting.", ["A", "B"], outputs=("C",),
             infer=_infer_broadcast, dtype=dtype_bool if _name in _BOOL_RESULT else dtype_of_inputs,
-            layout_rule=lr.elementwise, evaluate=_binary(_name, _fn))
+            evaluate=_binary(_name, _fn), elementwise=True)
 
 
 def _sum(attrs, xs):
@@ -162,9 +161,9 @@ def _sum(attrs, xs):
 
 
 core_op("Sum", "Elementwise variadic Sum with numpy broadcasting.", ["data*"],
-        infer=_infer_broadcast, dtype=dtype_of_inputs, layout_rule=lr.elementwise, evaluate=_sum)
+        infer=_infer_broadcast, dtype=dtype_of_inputs, evaluate=_sum, elementwise=True)
 core_op("Mean", "Elementwise variadic Mean with numpy broadcasting.", ["data*"],
-        infer=_infer_broadcast, dtype=dtype_of_inputs, layout_rule=lr.elementwise,
+        infer=_infer_broadcast, dtype=dtype_of_inputs, elementwise=True,
         evaluate=lambda attrs, xs: (_sum(attrs, xs) / len(xs)).astype(xs[0].dtype))
 
 
@@ -173,7 +172,7 @@ def _dtype_where(node, in_dtypes: list) -> list:
 
 
 core_op("Where", "numpy.where(condition, X, Y).", ["condition", "X", "Y"],
-        infer=_infer_broadcast, dtype=_dtype_where, layout_rule=lr.elementwise,
+        infer=_infer_broadcast, dtype=_dtype_where, elementwise=True,
         evaluate=lambda attrs, xs: np.where(xs[0], xs[1], xs[2]))
 
 
@@ -203,7 +202,7 @@ def _matmul(attrs, xs):
 
 
 core_op("MatMul", "numpy.matmul.", ["A", "B"], infer=_infer_matmul, dtype=dtype_of_inputs,
-        layout_rule=lr.identity_only, evaluate=_matmul)
+        evaluate=_matmul)
 
 
 def _infer_gemm(ctx):
@@ -233,4 +232,4 @@ core_op("Gemm", "alpha * A' . B' + beta * C (ONNX Gemm).", ["A", "B", "C?"], att
     "alpha": Attr(A.FLOAT, default=1.0), "beta": Attr(A.FLOAT, default=1.0),
     "transA": Attr(A.INT, default=0, allowed=(0, 1)),
     "transB": Attr(A.INT, default=0, allowed=(0, 1))},
-    infer=_infer_gemm, dtype=dtype_of_inputs, layout_rule=lr.identity_only, evaluate=_gemm)
+    infer=_infer_gemm, dtype=dtype_of_inputs, evaluate=_gemm)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InvalidAttributeError
-from ..base import Attr, LayoutClass
-from . import layout_rules as lr
+from ..base import Attr
 from .define import (
     A,
     broadcast,
@@ -20,10 +19,10 @@ from .define import (
 )
 
 core_op("Shape", "The input's shape as int64.", ["X"],
-        infer=lambda ctx: [(len(ctx.shape(0)),)], dtype=dtype_int64, layout_rule=lr.shape,
+        infer=lambda ctx: [(len(ctx.shape(0)),)], dtype=dtype_int64,
         evaluate=lambda attrs, xs: np.asarray(xs[0].shape, dtype=np.int64))
 core_op("Size", "The input's element count as int64.", ["X"],
-        infer=lambda ctx: [()], dtype=dtype_int64, layout_rule=lr.size,
+        infer=lambda ctx: [()], dtype=dtype_int64,
         evaluate=lambda attrs, xs: np.asarray(xs[0].size, dtype=np.int64))
 
 
@@ -44,8 +43,8 @@ def _gather(attrs, xs):
 
 
 core_op("Gather", "numpy.take(data, indices, axis).", ["data", "indices"],
-        attrs={"axis": Attr(A.INT, default=0)}, layout=LayoutClass.ATTRIBUTE,
-        infer=_infer_gather, dtype=dtype_of_inputs, layout_rule=lr.gather, evaluate=_gather)
+        attrs={"axis": Attr(A.INT, default=0)}, infer=_infer_gather, dtype=dtype_of_inputs,
+        evaluate=_gather)
 
 
 def _dtype_cast(node, in_dtypes: list) -> list:
@@ -54,7 +53,7 @@ def _dtype_cast(node, in_dtypes: list) -> list:
 
 core_op("Cast", "Convert element type to ``to`` (a numpy dtype name).", ["X"],
         attrs={"to": Attr(A.STRING, required=True)}, infer=same_shape, dtype=_dtype_cast,
-        layout_rule=lr.elementwise, evaluate=lambda attrs, xs: xs[0].astype(np.dtype(attrs["to"])))
+        elementwise=True, evaluate=lambda attrs, xs: xs[0].astype(np.dtype(attrs["to"])))
 
 
 def _infer_constant_of_shape(ctx):
@@ -84,8 +83,7 @@ def _constant_of_shape(attrs, xs):
 
 core_op("ConstantOfShape", "A tensor of the given shape filled with ``value``.", ["shape"],
         attrs={"value": Attr(A.TENSOR)}, infer=_infer_constant_of_shape,
-        dtype=_dtype_constant_of_shape, layout_rule=lr.identity_only,
-        evaluate=_constant_of_shape)
+        dtype=_dtype_constant_of_shape, evaluate=_constant_of_shape)
 
 
 def _infer_range(ctx):
@@ -103,8 +101,7 @@ def _range(attrs, xs):
 
 
 core_op("Range", "numpy.arange(start, limit, delta).", ["start", "limit", "delta"],
-        infer=_infer_range, dtype=dtype_of_inputs, layout_rule=lr.identity_only,
-        evaluate=_range)
+        infer=_infer_range, dtype=dtype_of_inputs, evaluate=_range)
 
 
 def _infer_expand(ctx):
@@ -121,8 +118,7 @@ def _expand(attrs, xs):
 
 
 core_op("Expand", "Broadcast X to ``shape`` (numpy rules).", ["X", "shape"],
-        infer=_infer_expand, dtype=dtype_of_inputs, layout_rule=lr.tile_expand,
-        evaluate=_expand)
+        infer=_infer_expand, dtype=dtype_of_inputs, evaluate=_expand)
 
 
 def _infer_tile(ctx):
@@ -135,5 +131,5 @@ def _infer_tile(ctx):
 
 
 core_op("Tile", "numpy.tile(X, repeats).", ["X", "repeats"], infer=_infer_tile,
-        dtype=dtype_of_inputs, layout_rule=lr.tile_expand,
+        dtype=dtype_of_inputs,
         evaluate=lambda attrs, xs: np.tile(xs[0], [int(r) for r in xs[1]]))

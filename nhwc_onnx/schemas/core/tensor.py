@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InvalidAttributeError
-from ..base import Attr, LayoutClass, RuleError
-from . import layout_rules as lr
+from ..base import Attr, RuleError
 from .define import (
     A,
     core_op,
@@ -42,8 +41,7 @@ def _flatten(attrs, xs):
 
 
 core_op("Flatten", "ONNX Flatten: 2-D (prod(dims[:axis]), prod(dims[axis:])).", ["X"],
-        attrs={"axis": Attr(A.INT, default=1)}, layout=LayoutClass.TERMINATE,
-        infer=_infer_flatten, layout_rule=lr.reshape, evaluate=_flatten, **_MOVES)
+        attrs={"axis": Attr(A.INT, default=1)}, infer=_infer_flatten, evaluate=_flatten, **_MOVES)
 
 
 def _infer_reshape(ctx):
@@ -108,7 +106,7 @@ def reshape_target(in_shape, shape, allowzero: int) -> list[int]:
 core_op("Reshape", "ONNX Reshape (0 copies the input dim unless allowzero, one -1 inferred). "
         "``shape`` is an int64 tensor, constant once folded.", ["X", "shape"],
         attrs={"allowzero": Attr(A.INT, default=0, allowed=(0, 1))},
-        layout=LayoutClass.TERMINATE, infer=_infer_reshape, layout_rule=lr.reshape_always,
+        infer=_infer_reshape,
         evaluate=lambda attrs, xs: xs[0].reshape(
             reshape_target(xs[0].shape, xs[1], attrs["allowzero"])), **_MOVES)
 
@@ -133,8 +131,8 @@ def _squeeze(attrs, xs):
 
 
 core_op("Squeeze", "Remove the listed size-1 axes.", ["X"],
-        attrs={"axes": Attr(A.INTS, required=True)}, layout=LayoutClass.ATTRIBUTE,
-        infer=_infer_squeeze, layout_rule=lr.reduce_axes, evaluate=_squeeze, **_MOVES)
+        attrs={"axes": Attr(A.INTS, required=True)}, infer=_infer_squeeze, evaluate=_squeeze,
+        **_MOVES)
 
 
 def _infer_unsqueeze(ctx):
@@ -155,8 +153,8 @@ def _unsqueeze(attrs, xs):
 
 
 core_op("Unsqueeze", "Insert size-1 axes at the listed output positions.", ["X"],
-        attrs={"axes": Attr(A.INTS, required=True)}, layout=LayoutClass.ATTRIBUTE,
-        infer=_infer_unsqueeze, layout_rule=lr.unsqueeze, evaluate=_unsqueeze, **_MOVES)
+        attrs={"axes": Attr(A.INTS, required=True)}, infer=_infer_unsqueeze,
+        evaluate=_unsqueeze, **_MOVES)
 
 
 def _infer_transpose(ctx):
@@ -174,7 +172,7 @@ def _transpose(attrs, xs):
 
 
 core_op("Transpose", "numpy.transpose(X, perm).", ["X"], attrs={"perm": Attr(A.INTS)},
-        layout=LayoutClass.ATTRIBUTE, infer=_infer_transpose, layout_rule=lr.transpose,
+        infer=_infer_transpose,
         evaluate=_transpose, **_MOVES)
 
 
@@ -199,8 +197,7 @@ def _infer_concat(ctx):
 
 
 core_op("Concat", "Concatenate along ``axis``.", ["inputs*"],
-        attrs={"axis": Attr(A.INT, required=True)}, layout=LayoutClass.ATTRIBUTE,
-        infer=_infer_concat, layout_rule=lr.concat,
+        attrs={"axis": Attr(A.INT, required=True)}, infer=_infer_concat,
         evaluate=lambda attrs, xs: np.concatenate(xs, axis=eval_axis(attrs["axis"], xs[0].ndim)),
         **_MOVES)
 
@@ -228,7 +225,7 @@ def _split(attrs, xs):
 core_op("Split", "Split along ``axis`` into pieces of the listed sizes (one output each).", ["X"],
         outputs=("outputs",), attrs={"axis": Attr(A.INT, default=0),
                                       "split": Attr(A.INTS, required=True)},
-        layout=LayoutClass.ATTRIBUTE, infer=_infer_split, layout_rule=lr.single_axis,
+        infer=_infer_split,
         evaluate=_split, **_MOVES)
 
 
@@ -281,8 +278,7 @@ def _infer_slice(ctx):
 
 core_op("Slice", "ONNX Slice-13 with constant starts/ends/axes/steps (clamped like numpy).", ["X"],
         attrs={"starts": Attr(A.INTS, required=True), "ends": Attr(A.INTS, required=True),
-               "axes": Attr(A.INTS), "steps": Attr(A.INTS)}, layout=LayoutClass.ATTRIBUTE,
-        infer=_infer_slice, layout_rule=lr.slice_axes,
+               "axes": Attr(A.INTS), "steps": Attr(A.INTS)}, infer=_infer_slice,
         evaluate=lambda attrs, xs: xs[0][slice_index(xs[0].shape, attrs)], **_MOVES)
 
 
@@ -315,8 +311,8 @@ core_op("Pad", "ONNX Pad: pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...] 
         ["X"], attrs={"pads": Attr(A.INTS, required=True),
                       "mode": Attr(A.STRING, default="constant",
                                    allowed=("constant", "reflect", "edge", "symmetric")),
-                      "value": Attr(A.FLOAT, default=0.0)}, layout=LayoutClass.ATTRIBUTE,
-        infer=_infer_pad, layout_rule=lr.pad, evaluate=_pad, **_MOVES)
+                      "value": Attr(A.FLOAT, default=0.0)},
+        infer=_infer_pad, evaluate=_pad, **_MOVES)
 
 
 # -- reductions, Softmax, ArgMax ------------------------------------------------------------------
@@ -349,7 +345,7 @@ _REDUCE = {"ReduceMean": numpy_function("mean"), "ReduceMax": numpy_function("ma
 for _name, _fn in _REDUCE.items():
     core_op(_name, f"{_name} over ``axes`` (all axes when absent).", ["X"],
             attrs={"axes": Attr(A.INTS), "keepdims": Attr(A.INT, default=1, allowed=(0, 1))},
-            layout=LayoutClass.ATTRIBUTE, infer=_infer_reduce, layout_rule=lr.reduce_axes,
+            infer=_infer_reduce,
             evaluate=_reducer(_fn), **_MOVES)
 
 
@@ -372,8 +368,7 @@ def _softmax(log: bool):
 for _name in ("Softmax", "LogSoftmax"):
     core_op(_name, f"{_name} along one axis (ONNX-13 semantics; frontends express older "
             "coerce-to-2-D forms with Flatten/Reshape).", ["X"],
-            attrs={"axis": Attr(A.INT, default=-1)}, layout=LayoutClass.ATTRIBUTE,
-            infer=_infer_softmax, layout_rule=lr.softmax_axis,
+            attrs={"axis": Attr(A.INT, default=-1)}, infer=_infer_softmax,
             evaluate=_softmax(_name == "LogSoftmax"), **_MOVES)
 
 
@@ -393,5 +388,4 @@ def _argmax(attrs, xs):
 
 core_op("ArgMax", "Index of the maximum along ``axis`` (int64).", ["X"],
         attrs={"axis": Attr(A.INT, default=0), "keepdims": Attr(A.INT, default=1)},
-        layout=LayoutClass.ATTRIBUTE, infer=_infer_argmax, dtype=dtype_int64,
-        layout_rule=lr.reduce_axes, evaluate=_argmax)
+        infer=_infer_argmax, dtype=dtype_int64, evaluate=_argmax)

@@ -16,6 +16,16 @@ Perm = tuple[int, ...]
 NHWC: Perm = (0, 2, 3, 1)
 
 
+def channels_last(rank: int) -> Perm:
+    """The stored layout of a channels-first (NCHW / NCDHW) image: channels moved last."""
+    return (0, *range(2, rank), 1)
+
+
+def channels_first_perm(rank: int) -> list[int]:
+    """The perm of a source Transpose that turns a channels-last tensor into channels-first."""
+    return [0, rank - 1, *range(1, rank - 1)]
+
+
 def identity(rank: int) -> Perm:
     return tuple(range(rank))
 
