@@ -257,34 +257,3 @@ def decide(axes: tuple[AxisVerdict, AxisVerdict], kind: str,
         why = "; ".join(f"{m}: {r}" for m, r in ax.reasons.items())
         parts.append(f"{desc} [{why}]" if why else desc)
     return PaddingDecision(None, reason="no exact SAME/VALID/Pad+VALID form; " + " | ".join(parts))
-
-
-def conv_transpose_axis(size: int, kernel: int, stride: int, dilation: int, out_pad: int,
-                        pad_begin: int, pad_end: int, auto_pad: str,
-                        output_shape: int | None) -> tuple[int, int]:
-    """Source ConvTranspose (core_ops, ONNX-11) on one axis: (start, length).
-
-    The output is the window [start, start + length) of the full transposed convolution
-    (length (size-1)*stride + effective kernel), zero beyond its end.
-    """
-    full = (size - 1) * stride + (kernel - 1) * dilation + 1 + out_pad
-    if output_shape is not None:
-        target = output_shape
-    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        target = size * stride
-    elif auto_pad == "VALID":
-        target = full
-    else:
-        return pad_begin, full - pad_begin - pad_end
-    if auto_pad == "VALID":
-        return 0, target
-    total = max(full - target, 0)
-    begin = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
-    return begin, target
-
-
-def dialect_conv_transpose_start(size: int, kernel: int, stride: int, dilation: int,
-                                 out_pad: int, mode: str, out: int) -> int:
-    """Where the dialect ConvTranspose (DIALECT.md) starts its output window, given o."""
-    full = (size - 1) * stride + (kernel - 1) * dilation + 1 + out_pad
-    return max(full - out, 0) // 2 if mode == "SAME" else 0

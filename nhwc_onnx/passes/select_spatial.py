@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
-from ..schemas.base import attr
-from . import padding_math as pm
+from ..schemas.base import attr, conv_transpose_axis, conv_transpose_tf
 from .base import PassContext
 from .rewrite import append_after, become, const, const_of, int_pair, refuse
 
@@ -115,10 +114,11 @@ def _conv_transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
     pads = [int(p) for p in (node.attrs.get("pads") or [0, 0, 0, 0])]
     shape_attr = node.attrs.get("output_shape")
     auto_pad = attr(node, "auto_pad")
-    windows = [pm.conv_transpose_axis(x.shape[1 + a], kernel[a], strides[a], dil[a], out_pad[a],
-                                      pads[a], pads[a + 2], auto_pad,
-                                      None if shape_attr is None else int(shape_attr[-2 + a]))
-               for a in range(2)]
+    windows = [(begin, length) for length, begin, _ in (
+        conv_transpose_axis(x.shape[1 + a], kernel[a], strides[a], dil[a], out_pad[a], pads[a],
+                            pads[a + 2], auto_pad,
+                            None if shape_attr is None else int(shape_attr[-2 + a]))
+        for a in range(2))]
     if any(start < 0 or length < 1 for start, length in windows):
         return refuse(ctx, node, f"output window {windows} (start, length) per axis is empty "
                       "or starts before the full output")
@@ -156,8 +156,8 @@ def _transpose_plan(hw, kernel, strides, dil, windows):
     same_pad = []
     for a, (start, length) in enumerate(windows):
         fits = [p for p in range(max(strides[a], dil[a]))
-                if pm.dialect_conv_transpose_start(hw[a], kernel[a], strides[a], dil[a], p,
-                                                   "SAME", length) == start]
+                if conv_transpose_tf(hw[a], kernel[a], strides[a], dil[a], p, "SAME",
+                                     length)[1] == start]
         if not fits:
             break
         same_pad.append(fits[0])

@@ -331,20 +331,36 @@ def valid_tf(i: int, k: int, s: int, d: int = 1) -> int:
     return ceil_div(i - e + 1, s)
 
 
+def conv_transpose_axis(size: int, kernel: int, stride: int, dilation: int, out_pad: int,
+                        pad_begin: int, pad_end: int, auto_pad: str,
+                        output_size: int | None = None) -> tuple[int, int, int]:
+    """ConvTranspose along one axis (the core op's rule): (output size, crop at begin, crop at
+    end). The output is the window [begin, begin + output size) of the full transposed
+    convolution, (size-1)*stride + effective kernel + out_pad long; a negative end crop means
+    zero-fill at the end."""
+    full = (size - 1) * stride + (kernel - 1) * dilation + 1 + out_pad
+    if output_size is not None:
+        target = output_size
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = size * stride
+    elif auto_pad == "VALID":
+        target = full
+    else:
+        return full - pad_begin - pad_end, pad_begin, pad_end
+    if auto_pad == "VALID":
+        return target, 0, full - target
+    total = max(full - target, 0)
+    begin = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+    return target, begin, full - target - begin
+
+
 def conv_transpose_tf(
     i: int, k: int, s: int, d: int, out_pad: int, mode: str, out: int | None = None
 ) -> tuple[int, int, int]:
-    """ConvTranspose per DIALECT.md: (output size, crop at begin, crop at end).
+    """ConvTranspose per DIALECT.md: (output size, crop at begin, crop at end). The core rule
+    with TF's SAME (the odd cropped pixel at the end) or VALID.
 
     A negative end crop means zero-fill at the end (TF SAME with kernel shorter than stride).
     """
-    e = (k - 1) * d + 1
-    full = (i - 1) * s + e + out_pad
-    if mode == "SAME":
-        o = i * s if out is None else out
-        total = full - o
-        begin = max(total, 0) // 2
-    else:
-        o = full if out is None else out
-        begin = 0
-    return o, begin, full - o - begin
+    auto_pad = "SAME_UPPER" if mode == "SAME" else "VALID"
+    return conv_transpose_axis(i, k, s, d, out_pad, 0, 0, auto_pad, out)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...errors import InvalidAttributeError
-from ..base import ceil_div
+from ..base import ceil_div, conv_transpose_axis, same_tf, valid_tf
 
 TO_NCHW = (0, 3, 1, 2)
 TO_NHWC = (0, 2, 3, 1)
@@ -46,16 +46,12 @@ def axis_plan(
     explicit pads use floor or ceil rounding, and with ceil a window must start inside the
     input plus its begin pad (the rule Caffe, ONNX and PyTorch share).
     """
-    effective = (kernel - 1) * dilation + 1
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        out = ceil_div(size, stride)
-        total = max((out - 1) * stride + effective - size, 0)
-        small = total // 2
-        begin = small if auto_pad == "SAME_UPPER" else total - small
-        return out, begin, total - begin
+        out, small, large = same_tf(size, kernel, stride, dilation)
+        return (out, small, large) if auto_pad == "SAME_UPPER" else (out, large, small)
     if auto_pad == "VALID":
-        return ceil_div(size - effective + 1, stride), 0, 0
-    span = size + pad_begin + pad_end - effective
+        return valid_tf(size, kernel, stride, dilation), 0, 0
+    span = size + pad_begin + pad_end - (kernel - 1) * dilation - 1
     if ceil_mode:
         out = ceil_div(span, stride) + 1
         if (out - 1) * stride >= size + pad_begin:
@@ -140,28 +136,13 @@ def conv(attrs: dict, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.
 
 
 def conv_transpose_plan(attrs: dict, size: int, axis: int, kernel: int) -> tuple[int, int, int]:
-    """(output size, crop at begin, crop at end) along one axis; a negative crop zero-fills."""
-    s = attrs["strides"][axis]
-    d = attrs["dilations"][axis]
-    out_pad = attrs["output_padding"][axis]
-    full = (size - 1) * s + (kernel - 1) * d + 1 + out_pad
+    """``conv_transpose_axis`` of spatial axis ``axis`` (0: H, 1: W) for the op's attributes."""
     pads = list(attrs.get("pads") or [0, 0, 0, 0])
-    auto_pad = attrs["auto_pad"]
     shape = attrs.get("output_shape")
-    if shape is not None:
-        target = int(list(shape)[-2:][axis])
-    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        target = size * s
-    elif auto_pad == "VALID":
-        target = full
-    else:
-        begin, end = pads[axis], pads[axis + 2]
-        return full - begin - end, begin, end
-    if auto_pad == "VALID":
-        return target, 0, full - target
-    total = max(full - target, 0)
-    begin = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
-    return target, begin, full - target - begin
+    return conv_transpose_axis(size, kernel, attrs["strides"][axis], attrs["dilations"][axis],
+                               attrs["output_padding"][axis], pads[axis], pads[axis + 2],
+                               attrs["auto_pad"],
+                               None if shape is None else int(list(shape)[-2:][axis]))
 
 
 def conv_transpose(attrs: dict, x: np.ndarray, w: np.ndarray, b: np.ndarray | None):
