@@ -25,7 +25,7 @@ from ..schemas.base import attr
 from . import padding_math as pm
 from . import rounding
 from .base import Pass, PassContext, PassResult
-from .rewrite import append_after, const, emit, int_pair, problem, sole_consumer
+from .rewrite import append_after, const, emit, int_pair, refuse, sole_consumer
 from .value_range import is_nonnegative
 
 _KINDS = {"Conv": pm.CONV, "MaxPool": pm.MAX, "AveragePool": pm.AVG}
@@ -77,10 +77,10 @@ class NormalizePadding(Pass):
             if node.domain != CORE or node.op not in _KINDS:
                 continue
             if attr(node, "data_format") != "NHWC":
-                _refuse(ctx, node, "data_format is not NHWC after layout conversion")
+                refuse(ctx, node, "data_format is not NHWC after layout conversion", "padding")
                 continue
             if not _static(node.inputs[0]):
-                _refuse(ctx, node, f"input shape {node.inputs[0].shape} is not static")
+                refuse(ctx, node, f"input shape {node.inputs[0].shape} is not static", "padding")
                 continue
             before = (dict(node.attrs), node.input(0))
             try:
@@ -88,7 +88,7 @@ class NormalizePadding(Pass):
             except pm.WindowTooLarge as exc:
                 why = str(exc)
             if why:
-                _refuse(ctx, node, why)
+                refuse(ctx, node, why, "padding")
             elif before != (node.attrs, node.input(0)):
                 modified = True
         return PassResult(modified)
@@ -224,13 +224,6 @@ class NormalizePadding(Pass):
                        f"{desc}", choice="SAME", merged_pad=pad.name)
             modified = True
         return modified
-
-
-def _refuse(ctx: PassContext, node: Node, why: str) -> None:
-    """Leave the node as it is; legalisation's single error lists it with this reason."""
-    ctx.record("padding", node.name, f"no exact dialect padding (left for legalisation): {why}",
-               refused=True, reason=why, op=node.op, rule="padding")
-    ctx.refusals[node] = problem(node, why, "padding")
 
 
 def _static(value: Value) -> bool:

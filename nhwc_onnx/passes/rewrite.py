@@ -128,11 +128,18 @@ def append_after(graph: Graph, node: Node, op: str, extra_inputs: Sequence[Value
                            outputs=[old], domain=domain)
 
 
-def refuse(ctx, node: Node, reason: str) -> bool:
-    """Leave ``node`` unconverted and say why; legalisation reports it in the one final error."""
-    ctx.record("select", node.name, f"{node.op}: {reason}", refused=True, op=node.op,
-               reason=reason)
-    ctx.refusals[node] = problem(node, reason)
+def refuse(ctx, node: Node, reason: str, rule: str = "") -> bool:
+    """Leave ``node`` unconverted and say why; legalisation reports it in the one final error.
+
+    Recorded as a "select" decision (no dialect form), or with ``rule`` "padding" as a
+    "padding" one (no exact dialect padding for the node's windows)."""
+    if rule == "padding":
+        kind, detail = "padding", f"no exact dialect padding (left for legalisation): {reason}"
+    else:
+        kind, detail = "select", f"{node.op}: {reason}"
+    extra = {"rule": rule} if rule else {}
+    ctx.record(kind, node.name, detail, refused=True, op=node.op, reason=reason, **extra)
+    ctx.refusals[node] = problem(node, reason, rule)
     return False
 
 
