@@ -234,8 +234,6 @@ def convert(
     renamed = {k: v for k, v in source_names.items() if k in kept and k != v}
     if renamed:
         model.metadata["source_names"] = json.dumps(renamed, sort_keys=True)
-    if model.io_permutations:
-        model.metadata["io_permutations"] = json.dumps(model.io_permutations, sort_keys=True)
     if options.outputs:
         # A cut (or any chosen outputs): say where each output comes from and its layout.
         model.metadata["requested_outputs"] = json.dumps([

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ..errors import ConversionBugError
 from ..ir import Model, Node
 from ..schemas import DIALECT_OPS, infer_shapes
+from ..serialize.keys import KEY_IO_PERMUTATIONS, encode_io_permutations
 
 LOWERED_OPSET = 17
 LOWERED_IR_VERSION = 8  # onnxruntime 1.31 rejects IR 14, which onnx 1.23 writes by default
@@ -143,8 +144,6 @@ def lower_for_export(model: Model) -> onnx.ModelProto:
     layouts; ``io_permutations`` (and ``source_names``) are carried over unchanged so a reader
     still knows how each graph input/output relates to the source model's layout.
     """
-    import json
-
     proto = lower_model(model)
     proto.producer_name = "nhwc-onnx"
     # Standard ONNX wants a shape on every graph output (the runtime path does without).
@@ -157,8 +156,7 @@ def lower_for_export(model: Model) -> onnx.ModelProto:
                                                    _dims(shape) if shape is not None else []))
     meta = {str(k): str(v) for k, v in model.metadata.items()}
     if model.io_permutations:
-        perms = {k: [int(i) for i in p] for k, p in model.io_permutations.items()}
-        meta["io_permutations"] = json.dumps(perms, sort_keys=True, separators=(",", ":"))
+        meta[KEY_IO_PERMUTATIONS] = encode_io_permutations(model.io_permutations)
     meta[KEY_LOWERED_FROM] = "nhwc-onnx dialect"
     for key, value in sorted(meta.items()):
         entry = proto.metadata_props.add()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from ..onnxfile import AttributeProto, GraphProto, ModelProto, TensorProto, Valu
 from ..outputs import file_mode, open_temp, temp_files, write_target
 from ..schemas import infer_shapes
 from .attributes import attribute_type, fill_attribute
-from .keys import KEY_CONVERTER_VERSION, KEY_IO_PERMUTATIONS
+from .keys import KEY_CONVERTER_VERSION, KEY_IO_PERMUTATIONS, encode_io_permutations
 from .stream import ArrayWriter, write_streaming
 from .tensors import fill_tensor, fill_tensor_header, fill_type
 
@@ -188,8 +187,7 @@ def _metadata(model: Model) -> dict[str, str]:
     meta = {str(k): str(v) for k, v in model.metadata.items()}
     meta.setdefault(KEY_CONVERTER_VERSION, __version__)
     if model.io_permutations:
-        perms = {k: [int(i) for i in p] for k, p in model.io_permutations.items()}
-        meta[KEY_IO_PERMUTATIONS] = json.dumps(perms, sort_keys=True, separators=(",", ":"))
+        meta[KEY_IO_PERMUTATIONS] = encode_io_permutations(model.io_permutations)
     return meta
 
 

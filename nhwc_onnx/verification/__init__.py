@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import ModelLoadError, UsageError, VerificationError
 from ..frontends.base import FrontendOptions
 from ..ir import Model
+from ..serialize.keys import KEY_IO_PERMUTATIONS
 from .compare import TensorComparison, compare, to_converted_layout, to_source_layout
 
 
@@ -53,7 +54,7 @@ def random_inputs(shapes: Mapping[str, tuple], seed: int = 0) -> dict[str, np.nd
 def _io_permutations(model: Model) -> dict[str, list[int]]:
     if model.io_permutations:
         return dict(model.io_permutations)
-    raw = model.metadata.get("io_permutations")
+    raw = model.metadata.get(KEY_IO_PERMUTATIONS)
     return json.loads(raw) if raw else {}
 
 
