@@ -5,7 +5,7 @@ its own result, and the exit code is the worst one.
 """
 from __future__ import annotations
 
-import glob
+import fnmatch
 import os
 import re
 
@@ -20,15 +20,17 @@ def expand_model_paths(args: list[str] | tuple[str, ...]) -> tuple[list[str], li
     """Files to check, in order, and the arguments that matched none.
 
     A folder means every ``*.onnx`` below it (symlinked folders are not followed), a pattern
-    with ``*``, ``?`` or ``[`` that names no existing path is a glob (``**`` recurses), anything
-    else is one file. Each file appears once.
+    with ``*``, ``?`` or ``[`` that names no existing path is a glob (``**`` recurses, and like
+    the folder form it does not descend into symlinked folders), anything else is one file.
+    Each file appears once, under the first name that reaches it (a symlink to a file
+    already listed is not listed again).
     """
     files: list[str] = []
     empty: list[str] = []
     seen: set[str] = set()
 
     def add(path: str) -> None:
-        key = os.path.normpath(path)
+        key = os.path.realpath(path)  # realpath: no error on a symlink loop
         if key not in seen:
             seen.add(key)
             files.append(path)
@@ -38,7 +40,7 @@ def expand_model_paths(args: list[str] | tuple[str, ...]) -> tuple[list[str], li
             matched = _onnx_below(arg)
         elif not os.path.lexists(arg) and GLOB_CHARS.search(arg):
             matched = []
-            for match in sorted(glob.glob(arg, recursive=True)):
+            for match in sorted(glob_paths(arg)):
                 matched += _onnx_below(match) if os.path.isdir(match) else [match]
         else:
             matched = [arg]  # a missing file is reported by the loader
@@ -47,6 +49,67 @@ def expand_model_paths(args: list[str] | tuple[str, ...]) -> tuple[list[str], li
         for path in matched:
             add(path)
     return files, empty
+
+
+def glob_paths(pattern: str) -> list[str]:
+    """The paths ``pattern`` matches, as ``glob.glob(pattern, recursive=True)`` spells them,
+    except that ``**`` visits each real folder once: it does not enter symlinked folders.
+    (Python's glob does: one ``a -> .`` link repeats every file ~40 times, until the path is
+    too long, and two such links make the walk exponential.) A literal or wildcard segment
+    still follows a link it names, as a shell does."""
+    base = os.sep if pattern.startswith(os.sep) else ""
+    parts = [p for p in pattern.split(os.sep) if p]
+    found: list[str] = []
+    if parts:
+        _match_segments(base, parts, found)
+    if pattern.endswith(os.sep):  # a trailing separator matches folders only
+        found = list(dict.fromkeys(os.path.join(p, "") for p in found if os.path.isdir(p)))
+    return found
+
+
+def _match_segments(base: str, parts: list[str], found: list[str]) -> None:
+    """Append the paths below ``base`` ("" = the current folder) that match ``parts``."""
+    part, rest = parts[0], parts[1:]
+    if part == "**":
+        for below in _real_folders_and_files(base or os.curdir, files=not rest):
+            path = os.path.join(base, below) if below else base
+            if rest:
+                _match_segments(path, rest, found)
+            elif below or base:
+                found.append(path if below else os.path.join(base, ""))  # glob's "d/"
+        return
+    if GLOB_CHARS.search(part):
+        try:
+            names = os.listdir(base or os.curdir)
+        except OSError:
+            return
+        if not part.startswith("."):  # as glob: wildcards do not match hidden names
+            names = [n for n in names if not n.startswith(".")]
+        names = sorted(fnmatch.filter(names, part))
+    else:
+        names = [part]
+    for name in names:
+        path = os.path.join(base, name)
+        if rest:
+            if os.path.isdir(path):
+                _match_segments(path, rest, found)
+        elif os.path.lexists(path):
+            found.append(path)
+
+
+def _real_folders_and_files(folder: str, files: bool) -> list[str]:
+    """"" (``folder`` itself) and the relative path of every folder below it that is not a
+    symlink (nor hidden, nor under a hidden one), plus the files when ``files``."""
+    found = [""]
+    for root, dirs, names in os.walk(folder, followlinks=False):
+        # os.walk lists symlinked folders among dirs without entering them: drop them here
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                         and not os.path.islink(os.path.join(root, d)))
+        rel = os.path.relpath(root, folder)
+        rel = "" if rel == os.curdir else rel
+        entries = [*dirs, *(sorted(n for n in names if not n.startswith(".")) if files else ())]
+        found += [os.path.join(rel, n) for n in entries]
+    return found
 
 
 def _onnx_below(folder: str) -> list[str]:
