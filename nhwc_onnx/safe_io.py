@@ -122,6 +122,9 @@ def map_regular(path: str | os.PathLike, label: str,
 
 
 RELEASE_MIN_BYTES = 1 << 20  # smaller weights are not worth a finalizer
+# External tensors of this size or more are mapped, smaller ones read (a mapping costs a
+# system call and at least a page of address space).
+MAP_MIN_BYTES = 1 << 16
 
 
 def mapped_array(buffer, dtype, count: int, offset: int, shape: tuple):
@@ -150,6 +153,32 @@ def mapped_array(buffer, dtype, count: int, offset: int, shape: tuple):
     return view
 
 
+# id(array) -> (weak reference to it, the file bytes it views): see file_origin.
+_ORIGINS: dict[int, tuple] = {}
+
+
+def _remember_origin(array, span: ExternalSpan) -> None:
+    import weakref
+
+    key = id(array)
+    _ORIGINS[key] = (weakref.ref(array, lambda _ref: _ORIGINS.pop(key, None)), span)
+
+
+def remember_origin(array, path: str | os.PathLike, offset: int) -> None:
+    """Record that ``array`` (a read-only view of a mapped file) holds the ``array.nbytes``
+    bytes at ``offset`` of ``path``, in ONNX's raw byte order."""
+    _remember_origin(array, ExternalSpan(os.path.realpath(path), offset, array.nbytes))
+
+
+def file_origin(array) -> ExternalSpan | None:
+    """The file bytes ``array`` views unchanged (a mapped weight as the reader returned it),
+    or None: a runtime may read the same bytes from the file instead of a copy."""
+    entry = _ORIGINS.get(id(array))
+    if entry is None or entry[0]() is not array:
+        return None
+    return entry[1]
+
+
 def _release_pages(buffer, start: int, length: int) -> None:
     import mmap
 
@@ -174,18 +203,42 @@ class ExternalSpan(namedtuple("ExternalSpan", "path offset length")):
             raise ModelLoadError(f"{label}: the file changed while it was being read")
         return data
 
-    def read_array(self, dtype, label: str):
-        """The span as a writable little-endian-decoded 1-D numpy array of ``dtype``."""
+    def array(self, dtype, shape: tuple, label: str):
+        """The span as a read-only numpy array of ``dtype`` (stored little endian) and
+        ``shape``. A span of MAP_MIN_BYTES or more is a memory map of the file: nothing is
+        read until used, nothing is copied, and a runtime can be pointed at the same bytes
+        (``file_origin``). A smaller one is read."""
         import numpy as np
 
         dtype = np.dtype(dtype)
+        stored = dtype.newbyteorder("<")
         count = self.length // dtype.itemsize
         f = self._open(label)
         with f:
-            array = np.fromfile(f, dtype=dtype.newbyteorder("<"), count=count)
-        if array.size != count:
-            raise ModelLoadError(f"{label}: the file changed while it was being read")
-        return array.astype(dtype, copy=False)
+            if self.length < MAP_MIN_BYTES:
+                array = np.fromfile(f, dtype=stored, count=count)
+                if array.size != count:
+                    raise ModelLoadError(f"{label}: the file changed while it was being read")
+                array.flags.writeable = False
+            else:
+                array = self._map(f, stored, count, label)
+        array = array.reshape(shape)
+        if stored != dtype:  # a big-endian machine computes in its own byte order
+            return array.astype(dtype)
+        if self.length >= MAP_MIN_BYTES:
+            _remember_origin(array, self)
+        return array
+
+    def _map(self, f, dtype, count: int, label: str):
+        import mmap
+
+        start = self.offset // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY
+        try:  # only the span's pages: a weight file bigger than the address space still maps
+            buffer = mmap.mmap(f.fileno(), self.offset + self.length - start,
+                               access=mmap.ACCESS_READ, offset=start)
+        except (ValueError, OSError) as exc:
+            raise ModelLoadError(f"{label}: cannot map the external data ({exc})") from None
+        return mapped_array(buffer, dtype, count, self.offset - start, (count,))
 
     def _open(self, label: str) -> BinaryIO:
         f, size = open_regular(self.path, label)

@@ -498,6 +498,9 @@ class Model:
         self.doc = ""
         # Op histogram of the source model as its frontend read it (for the report).
         self.source_op_counts: dict[str, int] = {}
+        # What the file read breaks but the IR cannot hold (two initializers with one name:
+        # the graph keeps one); errors.ValidationIssue records, reported by validate().
+        self.load_issues: list = []
 
     def __repr__(self) -> str:
         return f"Model({self.graph.name!r}, {len(self.graph)} nodes)"

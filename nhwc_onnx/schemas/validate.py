@@ -11,7 +11,7 @@ from .base import DIALECT_OPS, InferContext, Registry, RuleError, check_attr_val
 def validate(model: Model | Graph, registry: Registry = DIALECT_OPS) -> list[ValidationIssue]:
     """Return every rule the model breaks (empty list: valid). Never raises on bad models."""
     graph = model.graph if isinstance(model, Model) else model
-    issues: list[ValidationIssue] = []
+    issues: list[ValidationIssue] = list(model.load_issues) if isinstance(model, Model) else []
     issues += _check_names(graph)
     for node, idx, v in graph.dangling_inputs():
         issues.append(

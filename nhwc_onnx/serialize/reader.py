@@ -1,6 +1,7 @@
 """ONNX file / ModelProto -> IR. Unreadable input raises ModelLoadError with one clear line."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -9,12 +10,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelLoadError
+from ..errors import ModelLoadError, ValidationIssue
 from ..ir import DIALECT, DeferredArray, Graph, Model, Node, Value
 from ..ir.deferred import ITEMSIZE
 from ..onnx_wire import LiftedModel, WireFormatError, lift_raw_data
 from ..onnxfile import ModelProto, NodeProto, TensorProto
-from ..safe_io import external_span, map_regular, mapped_array
+from ..safe_io import (
+    MAP_MIN_BYTES,
+    element_count,
+    external_span,
+    map_regular,
+    mapped_array,
+    remember_origin,
+)
 from .attributes import read_attribute
 from .keys import KEY_IO_PERMUTATIONS
 from .tensors import dtype_from_onnx, read_type, tensor_to_array
@@ -23,11 +31,12 @@ from .tensors import dtype_from_onnx, read_type, tensor_to_array
 class _Lifted:
     """Tensors whose raw_data stayed in the mapped file (onnx_wire.lift_raw_data)."""
 
-    __slots__ = ("buffer", "spans")
+    __slots__ = ("buffer", "path", "spans")
 
-    def __init__(self, buffer, spans: LiftedModel):
+    def __init__(self, buffer, spans: LiftedModel, path: Path):
         self.buffer = buffer
         self.spans = spans
+        self.path = path
 
 
 def load(path: str | os.PathLike, defer_weights: bool = False) -> Model:
@@ -49,7 +58,7 @@ def load(path: str | os.PathLike, defer_weights: bool = False) -> Model:
         except WireFormatError:
             spans = None  # malformed: the plain parse below reports it properly
         if spans is not None and (spans.initializers or spans.constants):
-            lifted = _Lifted(data, spans)
+            lifted = _Lifted(data, spans, path)
     skeleton = lifted.spans.skeleton if lifted is not None else data[:]
     proto = parse_model_bytes(skeleton, label, size=len(data))
     if lifted is not None and not _constants_resolve(proto, lifted.spans):
@@ -115,7 +124,9 @@ class _ExternalData:
         self.base_dir = base_dir
         self.label = label
 
-    def array(self, tensor: TensorProto) -> np.ndarray:
+    def reader(self, tensor: TensorProto):
+        """(element type, shape, read): every check of the entry is made now, the bytes are
+        mapped by ``read()`` (large ones are never copied; see ``ExternalSpan.array``)."""
         info = {e.key: e.value for e in tensor.external_data}
         where = f"{self.label}: tensor '{tensor.name}'"
         if self.base_dir is None:
@@ -125,13 +136,8 @@ class _ExternalData:
             raise ModelLoadError(f"{where}: element type {tensor.data_type} cannot be stored "
                                  "externally")
         span = external_span(self.base_dir, info, tensor.dims, np.dtype(dtype).itemsize, where)
-        return span.read_array(dtype, where).reshape(tuple(int(d) for d in tensor.dims))
-
-
-def _tensor(tensor: TensorProto, external: _ExternalData) -> np.ndarray:
-    if tensor.data_location == TensorProto.EXTERNAL:
-        return external.array(tensor)
-    return tensor_to_array(tensor)
+        shape = tuple(int(d) for d in tensor.dims)
+        return dtype, shape, lambda: span.array(dtype, shape, where)
 
 
 def _view(tensor: TensorProto, lifted: _Lifted, span: tuple[int, int], label: str) -> np.ndarray:
@@ -146,7 +152,7 @@ def _view(tensor: TensorProto, lifted: _Lifted, span: tuple[int, int], label: st
         raise ModelLoadError(f"{where}: raw data of element type {tensor.data_type} is not "
                              "supported")
     itemsize = np.dtype(dtype).itemsize
-    expected = int(np.prod(dims, dtype=np.int64)) * itemsize
+    expected = element_count(dims, where) * itemsize  # Python ints: no int64 wrap-around
     if length != expected:
         raise ModelLoadError(f"tensor '{tensor.name}' holds {length} bytes, its shape "
                              f"{list(dims)} of {dtype} needs {expected}")
@@ -154,6 +160,8 @@ def _view(tensor: TensorProto, lifted: _Lifted, span: tuple[int, int], label: st
                         offset, dims)
     if sys.byteorder == "big" and itemsize > 1:
         return view.astype(dtype)  # the IR computes in native byte order
+    if length >= MAP_MIN_BYTES:
+        remember_origin(view, lifted.path, offset)  # a runtime may read it from the file
     return view
 
 
@@ -172,9 +180,14 @@ def _deferred(tensor: TensorProto, length: int | None, read) -> DeferredArray | 
 
 def _initializer(tensor: TensorProto, external: _ExternalData, lifted: _Lifted | None,
                  span: tuple[int, int] | None, label: str, defer: bool):
+    if tensor.data_location == TensorProto.EXTERNAL and span is None:
+        dtype, shape, read = external.reader(tensor)  # checked now, mapped on first use
+        if defer and dtype in ITEMSIZE:
+            return DeferredArray(shape, dtype, read)  # ``check`` reads no weight bytes
+        return read()
     if span is None:
         def read():
-            return _tensor(tensor, external)
+            return tensor_to_array(tensor)
         length = len(tensor.raw_data) if defer and tensor.HasField("raw_data") else None
     else:
         def read():
@@ -225,11 +238,17 @@ def from_onnx(
             values[name] = fresh(name)  # produced later in the file, or dangling
         return values[name]
 
+    defined: dict[str, int] = {}  # name -> initializers with it (onnx.checker: one at most)
     for index, t in enumerate(gp.initializer):
-        array = _initializer(t, external, _lifted, lifted_inits.get(index), label,
-                             defer_weights)
-        values[text(t.name, "an initializer name")] = Value(t.name, const=array)
+        with _naming(label, "initializer", t.name):
+            array = _initializer(t, external, _lifted, lifted_inits.get(index), label,
+                                 defer_weights)
+        name = text(t.name, "an initializer name")
+        defined[name] = defined.get(name, 0) + 1
+        values[name] = Value(t.name, const=array)
+    listed: dict[str, int] = {}
     for vi in gp.input:
+        listed[vi.name] = listed.get(vi.name, 0) + 1
         if vi.name in values:
             continue  # old-style models list initializers as inputs too
         v = fresh(vi.name)
@@ -257,7 +276,8 @@ def from_onnx(
             lifted_attr = _lifted_attribute(n)
             view = lifted_attr.name, _view(lifted_attr.t, _lifted, span, label)
         if _is_constant_node(n):
-            _read_constant_node(n, values, input_ids, label, view)
+            with _naming(label, "Constant node", n.name):
+                _read_constant_node(n, values, input_ids, label, view)
             continue
         inputs = [get(name) for name in n.input]
         outputs = []
@@ -268,8 +288,9 @@ def from_onnx(
             elif existing.producer() is not None or existing.is_const or id(existing) in input_ids:
                 existing = fresh(name)  # a second producer: validate() reports the duplicate
             outputs.append(existing)
-        attrs = {a.name: read_attribute(a, n.name) for a in n.attribute
-                 if view is None or a.name != view[0]}
+        with _naming(label, "node", n.name):
+            attrs = {a.name: read_attribute(a, n.name) for a in n.attribute
+                     if view is None or a.name != view[0]}
         if view is not None:
             attrs[view[0]] = view[1]
         node = Node(n.op_type, inputs, outputs, attrs, name=n.name, domain=n.domain,
@@ -280,7 +301,28 @@ def from_onnx(
             node.name = original  # add_node would suffix a name the file reuses
     for vi in gp.output:
         graph.outputs.append(get(vi.name))
+    model.load_issues += [
+        ValidationIssue("", "", "duplicate-name", f"{count} initializers are named '{name}' "
+                        "(the graph may define each name once)")
+        for name, count in defined.items() if count > 1]
+    model.load_issues += [
+        ValidationIssue("", "", "duplicate-name", f"the graph lists input '{name}' {count} "
+                        "times") for name, count in listed.items() if count > 1]
     return model
+
+
+@contextlib.contextmanager
+def _naming(label: str, kind: str, name: str):
+    """Say which file (and which initializer or node) a tensor that cannot be read is in:
+    the tensor decoder knows only the tensor's own name, often empty in a Constant."""
+    try:
+        yield
+    except ModelLoadError as exc:
+        text = str(exc)
+        if text.startswith(f"{label}:"):
+            raise
+        where = label if f"tensor '{name}'" in text else f"{label}: {kind} '{name}'"
+        raise ModelLoadError(f"{where}: {text}") from None
 
 
 def _is_constant_node(n: NodeProto) -> bool:

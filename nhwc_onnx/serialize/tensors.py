@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import ModelLoadError
 from ..ir import DeferredArray
+from ..safe_io import element_count
 from ..onnxfile import TensorProto, TypeProto
 
 # Dimension denotations (ONNX's own vocabulary) that record a value's layout tag in the file.
@@ -101,9 +102,10 @@ def tensor_to_array(tensor: TensorProto) -> np.ndarray:
             f"tensor '{tensor.name}' keeps its data in an external file that was not loaded"
         )
     dims = tuple(int(d) for d in tensor.dims)
+    count = element_count(dims, f"tensor '{tensor.name}'")
     dtype = dtype_from_onnx(tensor.data_type)
     if tensor.HasField("raw_data") and dtype is not None and np.dtype(dtype).kind in "biuf":
-        expected = int(np.prod(dims, dtype=np.int64)) * np.dtype(dtype).itemsize
+        expected = count * np.dtype(dtype).itemsize
         raw = tensor.raw_data
         if len(raw) != expected:
             raise ModelLoadError(
@@ -113,12 +115,11 @@ def tensor_to_array(tensor: TensorProto) -> np.ndarray:
         return np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).reshape(dims).astype(
             dtype, copy=True
         )
-    return _typed_array(tensor, dims, dtype)
+    return _typed_array(tensor, dims, dtype, count)
 
 
-def _typed_array(tensor, dims: tuple, dtype: str | None) -> np.ndarray:
+def _typed_array(tensor, dims: tuple, dtype: str | None, count: int) -> np.ndarray:
     """A tensor stored in its typed repeated field (or an element type only onnx decodes)."""
-    count = int(np.prod(dims, dtype=np.int64))
     data_type = tensor.data_type
     if data_type == TensorProto.STRING:
         items = list(tensor.string_data)

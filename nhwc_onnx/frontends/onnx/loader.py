@@ -213,7 +213,7 @@ def load_external_data(model: onnx.ModelProto, base_dir: str, label: str,
         span = external_span(base_dir, info, tensor.dims,
                              dtype.itemsize if dtype is not None else None, where)
         if tensor.name in initializers and dtype is not None:
-            arrays[tensor.name] = span.read_array(dtype, where).reshape(tuple(tensor.dims))
+            arrays[tensor.name] = span.array(dtype, tuple(tensor.dims), where)  # mapped
             continue
         tensor.raw_data = span.read(where)
         tensor.data_location = TensorProto.DEFAULT
