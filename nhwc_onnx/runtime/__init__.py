@@ -1,13 +1,14 @@
 """Execute dialect models: lower to standard ONNX, then run with onnxruntime."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from ..errors import MissingDependencyError, UsageError
 from ..ir import Model
-from .lower import LOWERED_IR_VERSION, LOWERED_OPSET, lower_model
+from .lower import LOWERED_IR_VERSION, LOWERED_OPSET, FileReferences, lower_model
 
 
 def _onnxruntime():
@@ -26,11 +27,17 @@ def run(
     if problems:  # said in the model's terms, before onnxruntime would say it in its own
         raise UsageError("; ".join(problems), param_hint="feeds")
     ort = _onnxruntime()
-    proto = lower_model(model, extra_outputs)
+    references = FileReferences(model)
+    proto = lower_model(model, extra_outputs, weights=references)
     options = ort.SessionOptions()
     options.log_severity_level = 3
     # Keep float arithmetic as written: graph rewrites could change rounding.
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if references:  # weights read from the model's files, mapped: no copy of them anywhere
+        options.add_session_config_entry(
+            "session.model_external_initializers_file_folder_path", references.folder)
+        # Pre-packing would copy each Conv/Gemm weight into a packed buffer of its size.
+        options.add_session_config_entry("session.disable_prepacking", "1")
     session = ort.InferenceSession(
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
@@ -40,6 +47,32 @@ def run(
     arrays = {k: np.asarray(v, dtype=declared.get(k)) for k, v in feeds.items()}
     results = session.run(names, arrays)
     return dict(zip(names, results))
+
+
+# A graph input of more elements than this is an absurd shape (the frontends refuse such
+# inputs too: 8 GiB of float32); a random feed for it is refused before anything is allocated.
+MAX_RANDOM_FEED_ELEMENTS = 1 << 31
+
+
+def random_feed(value, rng: np.random.Generator) -> np.ndarray:
+    """A standard-normal array from ``rng`` for graph input ``value`` (``run --random``), in
+    the input's element type. UsageError (exit 2) before allocating when the shape is not
+    static or absurd, and when memory runs out while allocating."""
+    shape = value.shape
+    if shape is None or any(not isinstance(d, int) or d < 0 for d in shape):
+        raise UsageError(f"input {value.name!r} has an unknown dimension {shape}; --random "
+                         "needs a static shape, pass --input NAME=FILE.npy",
+                         param_hint="--random")
+    count = math.prod(shape)
+    if count > MAX_RANDOM_FEED_ELEMENTS:
+        raise UsageError(f"input {value.name!r} has shape {tuple(shape)}: {count:,} elements, "
+                         f"more than the {MAX_RANDOM_FEED_ELEMENTS:,} a random feed may have; "
+                         "refused before allocating", param_hint="--random")
+    try:
+        return rng.standard_normal(shape).astype(value.dtype or "float32")
+    except MemoryError:
+        raise UsageError(f"not enough memory for a random input {value.name!r} of shape "
+                         f"{tuple(shape)} ({count:,} elements)", param_hint="--random") from None
 
 
 def shape_fits(declared: Sequence | None, shape: Sequence[int]) -> bool:
@@ -63,5 +96,5 @@ def feed_problems(model: Model, feeds: Mapping[str, np.ndarray]) -> list[str]:
     return problems
 
 
-__all__ = ["LOWERED_IR_VERSION", "LOWERED_OPSET", "feed_problems", "lower_model", "run",
-           "shape_fits"]
+__all__ = ["LOWERED_IR_VERSION", "LOWERED_OPSET", "MAX_RANDOM_FEED_ELEMENTS", "feed_problems",
+           "lower_model", "random_feed", "run", "shape_fits"]

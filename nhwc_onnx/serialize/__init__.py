@@ -9,7 +9,7 @@ from .reader import from_onnx, load, parse_model_bytes
 # The writer (and what it needs: temp files, shape inference) loads on first use: `check` and
 # `info` only read.
 _WRITER_NAMES = ("DEFAULT_DOMAIN_OPSET", "DIALECT_OPSET_VERSION", "EXTERNAL_DATA_THRESHOLD",
-                 "IR_VERSION", "save", "save_bytes", "to_bytes", "to_onnx")
+                 "IR_VERSION", "save", "save_bytes", "save_streamed", "to_bytes", "to_onnx")
 
 
 def __getattr__(name: str):
@@ -22,5 +22,6 @@ def __getattr__(name: str):
 
 __all__ = [
     "DEFAULT_DOMAIN_OPSET", "DIALECT_OPSET_VERSION", "EXTERNAL_DATA_THRESHOLD", "IR_VERSION",
-    "from_onnx", "load", "parse_model_bytes", "save", "save_bytes", "to_bytes", "to_onnx",
+    "from_onnx", "load", "parse_model_bytes", "save", "save_bytes", "save_streamed", "to_bytes",
+    "to_onnx",
 ]

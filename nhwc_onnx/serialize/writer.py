@@ -337,6 +337,23 @@ def kernel_writeback() -> Callable[[int, int, int], object] | None:
     return start
 
 
+def save_streamed(build: Callable[[Callable], ModelProto], path: str | os.PathLike) -> Path:
+    """Write the ModelProto ``build(defer)`` returns to ``path`` atomically (same guarantees as
+    ``save``), the tensors it passes to ``defer(array, tensor)`` written straight from their
+    arrays (``stream.write_streaming``): the weights are never copied into bytes in memory."""
+    path = write_target(path, "output")  # a symlink is written through to its target
+    with temp_files(path) as temps:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = _temp_file(path, temps)
+        with handle:
+            write_streaming(handle, build)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(handle.name, file_mode(path))
+        os.replace(handle.name, path)
+    return path
+
+
 def save_bytes(data: bytes, path: str | os.PathLike) -> Path:
     """Write already serialized bytes to ``path`` atomically (same guarantees as ``save``)."""
     path = write_target(path, "output")  # a symlink is written through to its target

@@ -46,3 +46,30 @@ def run_cli_limited(args: list[str], timeout: float = 120, **env: str | None
                     ) -> subprocess.CompletedProcess:
     """The real ``nhwc-onnx`` command line (python -m nhwc_onnx.cli) under the bound."""
     return run_limited(["-m", "nhwc_onnx.cli", *[str(a) for a in args]], timeout, **env)
+
+
+# Runs the command given after it in a grandchild and prints that one child's peak resident
+# set (ru_maxrss of its own children) on the last line of stderr: the test process's own
+# RUSAGE_CHILDREN mixes every child it ever waited for.
+_MEASURE = """
+import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], check=False)
+print(f"peak-rss-kib {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}", file=sys.stderr)
+sys.exit(done.returncode)
+"""
+
+
+def run_measured(args: list, timeout: float, address_space: int = MEMORY_LIMIT,
+                 cwd: Path | None = None) -> tuple[subprocess.CompletedProcess, int]:
+    """``python ARGS`` under RLIMIT_AS ``address_space``: (the completed process with the
+    measurement line removed from its stderr, its peak resident set in bytes)."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, sys.executable, *map(str, args)],
+                          check=False, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=limit, env=child_env(), cwd=cwd)
+    lines = proc.stderr.splitlines()
+    assert lines and lines[-1].startswith("peak-rss-kib "), proc.stderr
+    proc.stderr = "\n".join(lines[:-1]) + ("\n" if len(lines) > 1 else "")
+    return proc, int(lines[-1].split()[1]) * 1024
