@@ -20,10 +20,12 @@ def load(path: str | os.PathLike, options: FrontendOptions | None = None) -> Mod
     options = options or FrontendOptions()
     text = os.fspath(path)
     if os.path.isdir(text) or text.lower().endswith(KERAS_SUFFIXES):
-        from .savedmodel import load_frozen
+        from .savedmodel import check_keras_archive, load_frozen
 
         if not os.path.isdir(text):
             stat_regular(text, text)  # TensorFlow would block on a FIFO or read a device forever
+            if text.lower().endswith(".keras"):
+                check_keras_archive(text)  # before importing TensorFlow (seconds)
         elif not any(os.path.isfile(os.path.join(text, name))
                      for name in ("saved_model.pb", "saved_model.pbtxt")):
             # said before importing TensorFlow (seconds) for a folder that cannot be one

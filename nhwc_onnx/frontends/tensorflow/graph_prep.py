@@ -41,6 +41,7 @@ def build_nodes(graph_def, buffer=None, stops: set[str] | None = None) -> list[T
     check_node_count(len(graph_def.node), "the GraphDef")
     nodes = [TFNode.from_proto(n, buffer=buffer) for n in graph_def.node]
     top = {n.name: n for n in nodes}
+    refuse_cycles(top)
     inliner = Inliner(graph_def.library,
                       lambda ref: _constant_bool(top, ref, stops or set()))
     if inliner.functions:
@@ -118,6 +119,107 @@ def _raise_cycle(by_name: dict[str, TFNode], path: list[str], back_to: str) -> N
         raise UnsupportedOpError(problems, "tensorflow")
     shown = " -> ".join(f"'{n}'" for n in cycle[:8])
     raise InvalidModelError(f"the graph has a cycle: {shown}{' ...' if len(cycle) > 8 else ''}")
+
+
+_BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
+
+
+def refuse_cycles(by_name: dict[str, TFNode]) -> None:
+    """Refuse a graph TensorFlow itself cannot import: a cycle through data or control inputs
+    (``^y`` on ``y`` included), anywhere in the graph, not only on the outputs' path. The one
+    cycle TensorFlow accepts - a while loop's NextIteration -> Merge back edge - is left to
+    ``prune``, which refuses while loops on the outputs' path as unsupported."""
+    def deps(node: TFNode) -> list[tuple[str, bool]]:  # (producer, through a control input)
+        found = [(ref[0], False) for ref in node.inputs] + [(c, True) for c in node.controls]
+        return [(d, control) for d, control in found
+                if d in by_name and by_name[d].op not in _BACK_EDGE_OPS]
+
+    cyclic = _cyclic_components(by_name, deps)
+    if not cyclic:
+        return
+    first = cyclic[0]
+    path = _cycle_path(first, by_name, deps)
+    shown = " -> ".join(f"'^{n}'" if control else f"'{n}'" for n, control in path[:9])
+    more = " ..." if len(path) > 9 else ""
+    others = [n for component in cyclic[1:] for n in component]
+    tail = ""
+    if others:
+        listed = ", ".join(f"'{n}'" for n in others[:8])
+        tail = f"; {len(others)} more node(s) on other cycles: {listed}" + (
+            " ..." if len(others) > 8 else "")
+    controls = " ('^name': through a control input)" if any(c for _, c in path) else ""
+    raise InvalidModelError(f"the graph has a cycle: {shown}{more}{controls}{tail}")
+
+
+def _cyclic_components(by_name: dict[str, TFNode], deps) -> list[list[str]]:
+    """The strongly connected components that hold a cycle (Tarjan's algorithm without
+    recursion: graphs have up to 100,000 nodes), in graph order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in by_name:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            name, pos = work[-1]
+            edges = deps(by_name[name])
+            if pos < len(edges):
+                work[-1] = (name, pos + 1)
+                dep = edges[pos][0]
+                if dep not in index:
+                    index[dep] = low[dep] = len(index)
+                    stack.append(dep)
+                    on_stack.add(dep)
+                    work.append((dep, 0))
+                elif dep in on_stack:
+                    low[name] = min(low[name], index[dep])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[name])
+            if low[name] == index[name]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == name:
+                        break
+                if len(component) > 1 or any(d == name for d, _ in edges):
+                    found.append(component)
+    order = {name: i for i, name in enumerate(by_name)}
+    found = [sorted(c, key=order.__getitem__) for c in found]
+    return sorted(found, key=lambda c: order[c[0]])
+
+
+def _cycle_path(component: list[str], by_name: dict[str, TFNode],
+                deps) -> list[tuple[str, bool]]:
+    """One cycle through the component's first node: [(node, reached through a control
+    input)], starting and ending at that node."""
+    members = set(component)
+    start = component[0]
+    came_from: dict[str, tuple[str, bool]] = {}
+    queue = [start]
+    for name in queue:  # breadth first: the shortest way back
+        for dep, control in deps(by_name[name]):
+            if dep == start:
+                path = [(dep, control)]
+                while name != start:
+                    path.append((name, came_from[name][1]))
+                    name = came_from[name][0]
+                path.append((start, False))
+                return path[::-1]
+            if dep in members and dep not in came_from:
+                came_from[dep] = (name, control)
+                queue.append(dep)
+    return [(start, False)]  # pragma: no cover - a component always closes
 
 
 def _constant_bool(by_name: dict[str, TFNode], ref: Ref, stops: set[str]) -> bool | None:

@@ -62,6 +62,26 @@ def _saved_model_function(tf, path: str, signature: str):
     return signatures[signature], loaded
 
 
+def check_keras_archive(path: str) -> None:
+    """A ``.keras`` file is a ZIP archive holding ``config.json``; say so before Keras does.
+    (Keras 3 takes a file whose ZIP directory is missing - a truncated download - for no file
+    at all: "File not found: filepath=...".) Reads only the archive's directory."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+    except zipfile.BadZipFile:
+        raise ModelLoadError(f"{path}: cannot load the Keras model: the file is truncated or "
+                             "not a .keras archive (no readable ZIP directory at its end)") \
+            from None
+    except OSError as exc:
+        raise ModelLoadError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if "config.json" not in names:
+        raise ModelLoadError(f"{path}: cannot load the Keras model: the ZIP archive holds no "
+                             "config.json, so it is not a .keras model")
+
+
 def _keras_function(tf, path: str):
     import keras
 
