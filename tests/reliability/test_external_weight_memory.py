@@ -125,7 +125,7 @@ def test_onnx_source_external_weights_are_mapped(tmp_path):
     (folder / "src.onnx").write_bytes(model.SerializeToString())
     code = ("import sys\nfrom nhwc_onnx.frontends import onnx as f\n"
             "m = f.load(sys.argv[1])\n"
-            "assert [v.const.shape for v in m.graph.constants()] == [(%d, %d)]\n" % (m, K))
+            f"assert [v.const.shape for v in m.graph.constants()] == [({m}, {K})]\n")
     proc, peak = run_measured(["-c", code, folder / "src.onnx"], HANG_GUARD)
     assert proc.returncode == 0, proc.stderr
     assert peak < BASELINE, f"loading peaked at {peak / MIB:.0f} MiB"

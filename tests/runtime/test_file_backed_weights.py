@@ -8,8 +8,8 @@ import onnx
 import pytest
 
 from nhwc_onnx.ir import DIALECT, NHWC, Graph, Model, Value
-from nhwc_onnx.runtime import run
 from nhwc_onnx.runtime import lower as lowering
+from nhwc_onnx.runtime import run
 from nhwc_onnx.safe_io import file_origin
 from nhwc_onnx.serialize import load, save
 
