@@ -24,10 +24,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from nhwc_onnx.errors import NhwcOnnxError, UnsupportedOpError
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.caffe import load, random_weights
 from nhwc_onnx.frontends.caffe.prototxt import inference_layers, read_prototxt
 from nhwc_onnx.frontends.caffe.writer import write_caffemodel
+from nhwc_onnx.options import ConvertOptions
 
 # Prototxts whose declared input is a placeholder (resized at run time by their apps).
 INPUT_OVERRIDES = {
@@ -102,7 +102,7 @@ def _run_ours(model, feeds: dict, pipeline: bool, keep_layout=()) -> tuple[dict,
 
     layers = [_pin(v) for v in model.graph.outputs]
     in_names = [v.name for v in model.graph.inputs]
-    to_dialect(model, PassContext(options={"keep_layout": list(keep_layout)}))
+    to_dialect(model, PassContext(options=ConvertOptions(keep_layout=keep_layout)))
     nhwc_feeds = {}
     for name in in_names:
         perm = model.io_permutations.get(name)
@@ -136,14 +136,14 @@ def check_one(proto: Path, rel: str, pipeline: bool, tmp: Path) -> dict:
             weights = real[0]
             row["weights"] = "real"
         else:
-            _, blobs = random_weights(proto, FrontendOptions(seed=0, input_shapes=shapes))
+            _, blobs = random_weights(proto, ConvertOptions(seed=0, input_shapes=shapes))
             layers = inference_layers(read_prototxt(proto))
             weights = tmp / (proto.stem + ".caffemodel")
             # Like a Caffe snapshot: every layer, with blobs where it has some.
             write_caffemodel(weights, [(layer.name, layer.type, blobs.get(layer.name, []))
                                        for layer in layers])
             row["weights"] = "random"
-        model = load(proto, FrontendOptions(weights=str(weights), input_shapes=shapes))
+        model = load(proto, ConvertOptions(weights=str(weights), input_shapes=shapes))
     except UnsupportedOpError as e:
         ops = sorted({p.op for p in e.problems})
         row["result"] = f"refused: unsupported {', '.join(ops)}"
@@ -173,7 +173,7 @@ def check_one(proto: Path, rel: str, pipeline: bool, tmp: Path) -> dict:
             if not keep:
                 raise
             # The layout contract names inputs used in NCHW order: retry as the message says.
-            model = load(proto, FrontendOptions(weights=str(weights), input_shapes=shapes))
+            model = load(proto, ConvertOptions(weights=str(weights), input_shapes=shapes))
             ours, row["ops"] = _run_ours(model, feeds, pipeline, keep)
             row["keep_layout"] = keep
     except UnsupportedOpError as e:  # the dialect pipeline has no exact form for some ops

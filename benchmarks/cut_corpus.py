@@ -27,9 +27,10 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
-from nhwc_onnx.api import convert, load_source
+from nhwc_onnx.api import convert
 from nhwc_onnx.errors import NhwcOnnxError, UnsupportedOpError
-from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.frameworks import load_source
+from nhwc_onnx.options import ConvertOptions
 
 TOLERANCE = 1e-4
 TF_SHAPES = {"IteratorGetNext": [1, 17, 23, 1], "X": [1, 784], "keep_prob": []}
@@ -42,12 +43,12 @@ def discover(corpus: Path) -> list[tuple[Path, str]]:
     return found
 
 
-def _options(path: Path, fw: str, tmp: Path) -> FrontendOptions:
+def _options(path: Path, fw: str, tmp: Path) -> ConvertOptions:
     if fw == "caffe":
         from caffe_corpus import INPUT_OVERRIDES
 
         rel = f"{path.parent.name}/{path.name}"
-        return FrontendOptions(weights="random", seed=0,
+        return ConvertOptions(weights="random", seed=0,
                                input_shapes=dict(INPUT_OVERRIDES.get(rel, {})))
     if fw == "tf":
         from tf_corpus import SHAPES, SHAPES_BY_GRAPH
@@ -58,9 +59,9 @@ def _options(path: Path, fw: str, tmp: Path) -> FrontendOptions:
         placeholders = {n.name for n in graph_def.node if n.op == "Placeholder"}
         shapes = {**SHAPES, **SHAPES_BY_GRAPH.get(path.parent.name, {})}
         # only the placeholders this graph has (an unknown name is refused)
-        return FrontendOptions(input_shapes={k: v for k, v in shapes.items()
+        return ConvertOptions(input_shapes={k: v for k, v in shapes.items()
                                              if k in placeholders})
-    return FrontendOptions()
+    return ConvertOptions()
 
 
 def _random(shape, dtype, rng):
@@ -70,13 +71,13 @@ def _random(shape, dtype, rng):
     return rng.integers(0, 4, shape).astype(dtype)
 
 
-def _ours(path: Path, fw: str, options: FrontendOptions, feeds: dict) -> dict:
+def _ours(path: Path, fw: str, options: ConvertOptions, feeds: dict) -> dict:
     """Converted cut's outputs, in the source layout, keyed by source name."""
     import json
 
     from nhwc_onnx.runtime import run
 
-    model = convert(path, framework=fw, options=options, exact_cut=False).model
+    model = convert(path, options=options.replace(framework=fw, exact_cut=False)).model
     perms = model.io_permutations
     nhwc = {k: np.ascontiguousarray(v.transpose(perms[k]) if k in perms else v)
             for k, v in feeds.items()}
@@ -123,7 +124,7 @@ def _oracle_tf(path: Path, names: list[str], feeds: dict) -> dict:
     return dict(zip(names, values))
 
 
-def _caffe_prepare(path: Path, options: FrontendOptions, tmp: Path):
+def _caffe_prepare(path: Path, options: ConvertOptions, tmp: Path):
     """Random weights for the cut's layers, a pruned prototxt OpenCV can run, the pins."""
     from google.protobuf import text_format
 
@@ -185,7 +186,7 @@ def check(path: Path, fw: str, tmp: Path) -> dict | None:
     options = _options(path, fw, tmp)
     start = time.time()
     try:
-        convert(path, framework=fw, options=options)
+        convert(path, options=options.replace(framework=fw))
         return None
     except UnsupportedOpError as exc:
         cut, problems = exc.exact_cut, exc.problems

@@ -94,8 +94,8 @@ def schedule(tools: list[str], rounds: int) -> list[list[str]]:
 API_SCRIPT = (
     "import sys\n"
     "from nhwc_onnx.api import convert\n"
-    "from nhwc_onnx.frontends.base import FrontendOptions\n"
-    "convert(sys.argv[1], sys.argv[2], options=FrontendOptions(weights=sys.argv[3] or None))\n"
+    "from nhwc_onnx.options import ConvertOptions\n"
+    "convert(sys.argv[1], sys.argv[2], options=ConvertOptions(weights=sys.argv[3] or None))\n"
 )
 
 

@@ -21,8 +21,8 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from nhwc_onnx.errors import NhwcOnnxError
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.tensorflow import load
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.reference import run_core
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "tf"
@@ -126,7 +126,7 @@ def check(path: Path, use_dialect: bool) -> tuple[str, str]:
     shapes = {**SHAPES, **SHAPES_BY_GRAPH.get(label, {})}
     try:
         start = time.perf_counter()
-        model = load(path, FrontendOptions(input_shapes=shapes))
+        model = load(path, ConvertOptions(input_shapes=shapes))
         seconds = time.perf_counter() - start
     except NhwcOnnxError as exc:
         return label, f"refused: {str(exc).splitlines()[0]}"

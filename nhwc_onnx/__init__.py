@@ -5,13 +5,23 @@ __version__ = "0.1.0"
 
 from .errors import NhwcOnnxError
 
-__all__ = ["NhwcOnnxError", "__version__", "check", "convert", "verify"]
+__all__ = ["ConvertOptions", "NhwcOnnxError", "__version__", "check", "convert", "info", "lower",
+           "run", "verify"]
+
+# Keep `import nhwc_onnx` cheap: the API (onnx, numpy, the schemas) is imported when first used.
+_LAZY = {
+    "convert": "api", "check": "api", "verify": "api", "info": "api",
+    "ConversionResult": "api", "ConversionReport": "api",
+    "run": "dialect_api", "lower": "dialect_api", "RunResult": "dialect_api",
+    "LowerResult": "dialect_api",
+    "ConvertOptions": "options",
+}
 
 
 def __getattr__(name: str):
-    # Keep `import nhwc_onnx` cheap: the API pulls in onnx and the schemas only when used.
-    if name in ("convert", "check", "verify", "ConversionResult", "ConversionReport"):
-        from . import api
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nhwc_onnx' has no attribute {name!r}")
+    from importlib import import_module
 
-        return getattr(api, name)
-    raise AttributeError(f"module 'nhwc_onnx' has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{module}"), name)

@@ -1,4 +1,5 @@
-"""The Python API: ``convert``, ``check`` and ``verify``. The CLI is a thin shell over these."""
+"""The Python API: ``convert``, ``check``, ``verify`` and ``info`` (``run`` and ``lower``:
+``nhwc_onnx.dialect_api``). The command line is a thin shell over these."""
 from __future__ import annotations
 
 import json
@@ -9,23 +10,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .errors import InvalidModelError, ModelLoadError, UnsupportedOpError, ValidationIssue
-from .frontends.base import FrontendOptions
+from . import __version__, frameworks
+from .errors import InvalidModelError, UnsupportedOpError, ValidationIssue
 from .ir import Model
+from .options import ConvertOptions
 from .outputs import plan_targets
-
-FRAMEWORKS = ("tf", "caffe", "onnx")
-
-_EXTENSIONS = {
-    ".pb": "tf",
-    ".pbtxt": "tf",
-    ".keras": "tf",
-    ".h5": "tf",
-    ".hdf5": "tf",
-    ".prototxt": "caffe",
-    ".onnx": "onnx",
-}
 
 
 @dataclass
@@ -70,72 +59,7 @@ class ConversionResult:
     output: str | None = None
 
 
-def detect_framework(path: str | os.PathLike) -> str:
-    """Guess the source framework from the path (extension, SavedModel folder, file magic)."""
-    p = Path(path)
-    if p.is_dir():
-        if (p / "saved_model.pb").exists() or (p / "saved_model.pbtxt").exists():
-            return "tf"
-        raise ModelLoadError(f"{p}: a folder, but not a TensorFlow SavedModel (no saved_model.pb)")
-    if not p.exists():
-        raise ModelLoadError(f"{p}: no such file")
-    fw = _EXTENSIONS.get(p.suffix.lower())
-    if fw:
-        return fw
-    if p.suffix.lower() == ".caffemodel":
-        raise ModelLoadError(f"{p}: a .caffemodel holds a Caffe net's weights; convert the net's "
-                             f"deploy .prototxt with --weights {p}")
-    raise ModelLoadError(
-        f"{p}: cannot tell the framework from the extension '{p.suffix}'; "
-        "pass --framework tf|caffe|onnx"
-    )
-
-
-def load_source(path: str | os.PathLike, framework: str, options: FrontendOptions) -> Model:
-    """Run one frontend: the source file as a core-op Model (imports the frontend lazily)."""
-    if framework == "tf":
-        from .frontends import tensorflow as frontend
-    elif framework == "caffe":
-        from .frontends import caffe as frontend
-    elif framework == "onnx":
-        from .frontends import onnx as frontend
-    else:
-        raise ModelLoadError(f"unknown framework '{framework}' (expected one of {FRAMEWORKS})")
-    try:
-        return frontend.load(str(path), options)
-    except ModelLoadError as exc:
-        other = _format_it_parses_as(Path(path), framework)
-        if other is None:
-            raise
-        raise ModelLoadError(f"{exc}; it reads as {_A_MODEL[other]} model: pass --framework "
-                             f"{other}") from exc
-
-
-_A_MODEL = {"onnx": "an ONNX", "tf": "a TensorFlow"}
-
-
-def _format_it_parses_as(path: Path, framework: str) -> str | None:
-    """After a file failed to load as ``framework``: the other binary format it parses as
-    (a .pb that is an ONNX model, or the other way round), or None."""
-    if path.is_dir():
-        return None
-    if framework != "onnx":
-        proto = _onnx_structure(path)
-        if proto is not None and proto.ir_version > 0 and proto.opset_import \
-                and len(proto.graph.node):
-            return "onnx"
-    if framework != "tf":
-        from .frontends.tensorflow.reader import read_graphdef
-
-        try:
-            read_graphdef(path)
-        except Exception:  # noqa: BLE001 - not a GraphDef either
-            return None
-        return "tf"
-    return None
-
-
-def source_files(source: str | os.PathLike, options: FrontendOptions) -> list[Path]:
+def source_files(source: str | os.PathLike, options: ConvertOptions) -> list[Path]:
     """The files (or SavedModel folder) a conversion reads: never a place to write."""
     weights = options.weights
     return [Path(source)] + ([Path(weights)] if weights not in (None, "random") else [])
@@ -144,75 +68,54 @@ def source_files(source: str | os.PathLike, options: FrontendOptions) -> list[Pa
 def convert(
     source: str | os.PathLike,
     output: str | os.PathLike | None = None,
+    options: ConvertOptions | None = None,
     *,
-    framework: str | None = None,
-    options: FrontendOptions | None = None,
-    domain: str = "nhwc",
-    weights_as_constants: bool = False,
-    allow_transpose: bool = False,
-    approximate_padding: bool = False,
-    exact_cut: bool = True,
     progress: Callable[[str], None] | None = None,
-    strict: bool = False,
-    keep_layout: Sequence[str] = (),
     before_write: Callable[[Model, ConversionReport], bool] | None = None,
 ) -> ConversionResult:
-    """Convert ``source`` to the dialect; write ``output`` (atomically) when given.
+    """Convert ``source`` to the dialect with ``options``; write ``output`` (atomically) when
+    given.
 
     Raises a subclass of NhwcOnnxError when the model cannot be converted exactly; nothing is
-    written in that case. With ``exact_cut`` a refusal (UnsupportedOpError) carries the checked
-    exact cut in ``.exact_cut`` (see ``nhwc_onnx.cut``) and its message ends with it.
+    written in that case. With ``options.exact_cut`` a refusal (UnsupportedOpError) carries the
+    checked exact cut in ``.exact_cut`` (see ``nhwc_onnx.cut``) and its message ends with it.
     ``progress(stage)`` is called as each stage starts: load, passes, cut, write, done.
-    ``keep_layout`` names graph inputs/outputs kept in the source's axis order instead of
-    NHWC (the layout contract's per-name override). ``before_write(model, report)`` is asked
-    once the model is complete; when it returns False nothing is written and ``.output`` is
-    None (``--verify``: a model that does not compute the source's numbers is not written).
+    ``before_write(model, report)`` is asked once the model is complete; when it returns False
+    nothing is written and ``.output`` is None (``--verify``: a model that does not compute the
+    source's numbers is not written).
     """
     stage = progress or (lambda _name: None)
     from .passes import PassContext
     from .passes.pipeline import to_dialect
 
-    options = options or FrontendOptions()
+    options = _checked(options)
     src = Path(source)
-    fw = framework or detect_framework(src)
+    fw = frameworks.get(options.framework) if options.framework else frameworks.detect(src)
     if output is not None:
         plan_targets([("output", Path(output))], source_files(src, options))
-    report = ConversionReport(source=str(src), framework=fw, output=str(output) if output else None)
-    report.options = _options_dict(options, domain, weights_as_constants, allow_transpose,
-                                   approximate_padding)
-    if strict:  # only when set: default conversions keep their bytes
-        report.options["strict"] = True
-    if keep_layout:
-        report.options["keep_layout"] = list(keep_layout)
+    report = ConversionReport(source=str(src), framework=fw.name,
+                              output=str(output) if output else None)
+    report.options = options.to_report()
     t0 = time.perf_counter()
     try:
         stage("load")
-        model = load_source(src, fw, options)
+        model = frameworks.load_source(src, fw, options)
         t1 = time.perf_counter()
         report.timings["load"] = t1 - t0
         report.source_ops = _source_op_counts(model)
         source_names = {v.name: v.meta.get("source_name", v.name)
                         for v in model.graph.inputs + model.graph.outputs}
-        ctx = PassContext(options={
-            "input_shapes": options.input_shapes,
-            "batch": options.batch,
-            "allow_transpose": allow_transpose,
-            "approximate_padding": approximate_padding,
-            "strict": strict,
-            "keep_layout": list(keep_layout),
-        })
         stage("passes")
-        manager, ctx = to_dialect(model, ctx)
+        manager, ctx = to_dialect(model, PassContext(options=options))
     except UnsupportedOpError as exc:
-        if fw == "onnx" and is_dialect_file(src):  # checked only here: free when it converts
+        if is_dialect_file(src):  # checked only here: free when it converts
             raise InvalidModelError(
                 f"{src}: already an nhwc dialect model (written by nhwc-onnx), so there is "
                 "nothing to convert; check, info and run read it as it is, and lower writes "
                 "it as standard ONNX") from None
-        if exact_cut:
+        if options.exact_cut:
             stage("cut")
-            _attach_exact_cut(exc, src, fw, options, allow_transpose, approximate_padding,
-                              strict, tuple(keep_layout))
+            _attach_exact_cut(exc, src, options.replace(framework=fw.name))
         raise
     t2 = time.perf_counter()
     report.timings["passes"] = t2 - t1
@@ -226,7 +129,7 @@ def convert(
     model.metadata.update({
         "converter": "nhwc-onnx",
         "converter_version": __version__,
-        "source_framework": fw,
+        "source_framework": fw.name,
         "source_file": src.name,
         "options": json.dumps(report.options, sort_keys=True),
     })
@@ -245,7 +148,8 @@ def convert(
         from .serialize import save
 
         stage("write")
-        save(model, output, domain=domain, weights_as_constants=weights_as_constants)
+        save(model, output, domain=options.domain,
+             weights_as_constants=options.weights_as_constants)
         report.timings["write"] = time.perf_counter() - t2
     else:
         report.output = None
@@ -254,19 +158,23 @@ def convert(
     return ConversionResult(model, report, str(output) if write else None)
 
 
-def _attach_exact_cut(exc, src: Path, fw: str, options: FrontendOptions, allow_transpose: bool,
-                      approximate_padding: bool, strict: bool = False,
-                      keep_layout: tuple = ()) -> None:
+def _checked(options: ConvertOptions | None) -> ConvertOptions:
+    if options is None:
+        return ConvertOptions()
+    if not isinstance(options, ConvertOptions):
+        raise TypeError(f"options: expected a ConvertOptions, got {type(options).__name__}")
+    return options
+
+
+def _attach_exact_cut(exc: UnsupportedOpError, src: Path, options: ConvertOptions) -> None:
     """Compute the checked exact cut of a refused conversion; end the message with it."""
     from .cut import ExactCut, suggest
 
-    def try_convert(opts: FrontendOptions) -> None:
-        convert(src, framework=fw, options=opts, allow_transpose=allow_transpose,
-                approximate_padding=approximate_padding, exact_cut=False, strict=strict,
-                keep_layout=keep_layout)
+    def try_convert(cut_options: ConvertOptions) -> None:
+        convert(src, options=cut_options.replace(exact_cut=False))
 
     try:
-        cut = suggest(str(src), fw, options, exc, try_convert)
+        cut = suggest(str(src), options.framework, options, exc, try_convert)
     except Exception as failure:  # noqa: BLE001 - the refusal stays the error, whatever happens
         cut = ExactCut([], 0, 0, [p.node for p in exc.problems],
                        f"computing it failed ({type(failure).__name__}: {failure})")
@@ -282,14 +190,6 @@ def write_report(path: str | os.PathLike, report: ConversionReport, verification
     if verification is not None:
         data["verification"] = verification.to_dict()
     write_json(path, data, role="report")
-
-
-def _options_dict(options: FrontendOptions, domain, constants, transpose, approx) -> dict:
-    d = {k: v for k, v in asdict(options).items() if v not in (None, {}, [], "")}
-    d.pop("extra", None)
-    d.update({"domain": domain, "weights_as_constants": constants,
-              "allow_transpose": transpose, "approximate_padding": approx})
-    return d
 
 
 def _source_op_counts(model: Model) -> dict[str, int]:
@@ -321,11 +221,16 @@ def check(paths: str | os.PathLike | Sequence[str | os.PathLike]
     return {str(p): validate(load(p)) for p in paths}
 
 
-def verify(*args: Any, **kwargs: Any):
-    """Run source and converted model side by side (see nhwc_onnx.verification)."""
+def verify(source: str | os.PathLike, converted: str | os.PathLike | Model,
+           options: ConvertOptions | None = None, *, feeds=None, seed: int | None = None,
+           atol: float = 1e-4, rtol: float = 1e-4, bisect: bool = False,
+           raise_on_failure: bool = False):
+    """Run source and converted model side by side on the same inputs (random ones seeded by
+    ``seed``, default ``options.seed``); a VerificationReport (see nhwc_onnx.verification)."""
     from .verification import verify as _verify
 
-    return _verify(*args, **kwargs)
+    return _verify(source, converted, _checked(options), feeds=feeds, seed=seed, atol=atol,
+                   rtol=rtol, bisect=bisect, raise_on_failure=raise_on_failure)
 
 
 class VerifyBeforeWrite:
@@ -333,7 +238,7 @@ class VerifyBeforeWrite:
     inputs seeded by ``options.seed`` (its verdict stays in ``.report``); a mismatch is not
     written. ``started()`` is called as verification starts (a progress line)."""
 
-    def __init__(self, source, options: FrontendOptions, *, atol: float, rtol: float,
+    def __init__(self, source, options: ConvertOptions, *, atol: float, rtol: float,
                  bisect: bool = False, started: Callable[[], None] | None = None):
         self.source, self.options, self.started = source, options, started
         self.settings = {"atol": atol, "rtol": rtol, "bisect": bisect}
@@ -342,27 +247,16 @@ class VerifyBeforeWrite:
     def __call__(self, model: Model, report: ConversionReport) -> bool:
         if self.started is not None:
             self.started()
-        self.report = verify(self.source, model, framework=report.framework,
-                             options=self.options, seed=self.options.seed, **self.settings)
+        self.report = verify(self.source, model, self.options.replace(framework=report.framework),
+                             **self.settings)
         return self.report.ok
-
-
-def _onnx_structure(path: str | os.PathLike):
-    """The file's ONNX ModelProto without its weights (they stay in the mapped file), or None
-    when it does not parse: unreadable files are reported by the loaders."""
-    from .onnx_wire import lift_raw_data
-    from .onnxfile import ModelProto
-    from .safe_io import map_regular
-
-    try:
-        return ModelProto.FromString(lift_raw_data(map_regular(path, str(path))).skeleton)
-    except Exception:  # noqa: BLE001
-        return None
 
 
 def is_dialect_file(path: str | os.PathLike) -> bool:
     """True when an .onnx file is one of ours (dialect domain or our converter metadata)."""
-    proto = _onnx_structure(path)
+    from .onnx_wire import read_structure
+
+    proto = read_structure(path)
     if proto is None:
         return False
     if any(p.key == "converter" and p.value == "nhwc-onnx" for p in proto.metadata_props):
@@ -370,23 +264,30 @@ def is_dialect_file(path: str | os.PathLike) -> bool:
     return any(n.domain == "nhwc" for n in proto.graph.node)
 
 
-def info(
-    path: str | os.PathLike, framework: str | None = None, options: FrontendOptions | None = None
-) -> dict[str, Any]:
-    """Inputs, outputs, op histogram, parameter count and size of any supported file."""
+def info(path: str | os.PathLike, options: ConvertOptions | None = None, *,
+         dialect: bool | None = None) -> dict[str, Any]:
+    """Inputs, outputs, op histogram, parameter count and size of any supported file.
+
+    ``dialect``: True reads ``path`` as a dialect model, False as a source (of
+    ``options.framework``, or the one its name says); None: a dialect model when it is an
+    .onnx file written by nhwc-onnx, else a source.
+    """
+    options = _checked(options)
     p = Path(path)
-    if framework == "dialect" or (
-            framework is None and p.suffix.lower() == ".onnx" and is_dialect_file(p)):
+    if dialect is None:
+        dialect = options.framework is None and p.suffix.lower() == ".onnx" \
+            and is_dialect_file(p)
+    if dialect:
         from .serialize import load
 
         model, kind = load(p), "nhwc dialect"
     else:
-        fw = framework or detect_framework(p)
-        model, kind = load_source(p, fw, options or FrontendOptions()), fw
+        fw = frameworks.get(options.framework) if options.framework else frameworks.detect(p)
+        model, kind = frameworks.load_source(p, fw, options), fw.name
     consts = model.graph.constants()
     size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else (
         p.stat().st_size)
-    if options is not None and options.weights not in (None, "random"):
+    if options.weights not in (None, "random"):
         size += Path(options.weights).stat().st_size
     return {
         "file": str(p),

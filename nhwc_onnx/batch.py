@@ -1,6 +1,7 @@
-"""Batch conversion: several sources, worker processes, one summary table.
+"""Batch conversion: several sources, worker processes, one outcome per source.
 
-One failure never stops the others; the exit code is the worst one seen.
+One failure never stops the others. The caller (the command line) shows the progress and the
+summary table (``format_table``); the exit code is the worst one seen (``exit_code``).
 """
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import gc
 import logging
 import os
 import time
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cli_args import echo
 from .errors import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, NhwcOnnxError
+from .options import ConvertOptions
 
 log = logging.getLogger("nhwc_onnx.batch")
 REPORT_SUFFIX = ".report.json"  # <report dir>/<output stem>.report.json, one per model
@@ -51,7 +53,8 @@ def report_names(outputs: list[Path], report_dir: Path) -> list[Path]:
     return [report_dir / f"{o.stem}{REPORT_SUFFIX}" for o in outputs]
 
 
-def plan(sources, out_dir: Path, report_dir: Path | None, options) -> tuple[list[Path], list]:
+def plan(sources, out_dir: Path, report_dir: Path | None, options: ConvertOptions
+         ) -> tuple[list[Path], list]:
     """Every output (and report) path, checked before anything is converted.
 
     Raises OutputPathError naming every output that is a source (same inode, or inside a
@@ -73,26 +76,34 @@ def worker_count(jobs: int, sources: int) -> int:
     return max(1, min(jobs, sources, cpus or 1))
 
 
-def convert_one(source: str, output: str, framework, options, flags, do_verify, atol, rtol,
-                report_path: str | None = None):
+@dataclass(frozen=True)
+class Verification:
+    """Verify each converted model before writing it (``--verify``), with these tolerances."""
+
+    atol: float
+    rtol: float
+
+
+def convert_one(source: str, output: str, options: ConvertOptions,
+                verification: Verification | None = None, report_path: str | None = None
+                ) -> BatchOutcome:
     """Runs in a worker: never raises (except on a signal), returns a BatchOutcome."""
-    outcome = _convert_one(source, output, framework, options, flags, do_verify, atol, rtol,
-                           report_path)
+    outcome = _convert_one(source, output, options, verification, report_path)
     # A converted model is a graph of reference cycles: free it, and the source file it maps,
     # before the next model (the command line collects cycles only every 100,000 allocations).
     gc.collect()
     return outcome
 
 
-def _convert_one(source: str, output: str, framework, options, flags, do_verify, atol, rtol,
-                 report_path: str | None):
+def _convert_one(source: str, output: str, options: ConvertOptions,
+                 verification: Verification | None, report_path: str | None) -> BatchOutcome:
     from .api import VerifyBeforeWrite, convert
 
     start = time.perf_counter()
     try:
-        check = VerifyBeforeWrite(source, options, atol=atol, rtol=rtol) if do_verify else None
-        result = convert(source, output, framework=framework, options=options,
-                         before_write=check, **flags)
+        check = None if verification is None else VerifyBeforeWrite(
+            source, options, atol=verification.atol, rtol=verification.rtol)
+        result = convert(source, output, options, before_write=check)
         outcome = BatchOutcome(source, output, "ok", EXIT_OK, 0.0,
                                dialect_nodes=len(result.model.graph))
         verification = check.report if check is not None else None
@@ -114,44 +125,42 @@ def _convert_one(source: str, output: str, framework, options, flags, do_verify,
     return outcome
 
 
-def convert_many(sources, out_dir: Path, framework, options, flags, jobs: int, do_verify: bool,
-                 atol: float, rtol: float, quiet: bool = False,
-                 report_dir: Path | None = None) -> int:
+def convert_many(sources, out_dir: Path, options: ConvertOptions, *, jobs: int = 1,
+                 verification: Verification | None = None, report_dir: Path | None = None,
+                 finished: Callable[[BatchOutcome], None] | None = None) -> list[BatchOutcome]:
+    """Convert every source into ``out_dir`` (``output_names``), in up to ``jobs`` worker
+    processes; every output path is checked first (``plan``). One outcome per source, in the
+    order given; ``finished(outcome)`` hears of each as it ends."""
     outputs, reports = plan(sources, out_dir, report_dir, options)
     out_dir.mkdir(parents=True, exist_ok=True)
-    args = [(str(s), str(o), framework, options, flags, do_verify, atol, rtol,
-             None if r is None else str(r)) for s, o, r in zip(sources, outputs, reports)]
+    args = [(str(s), str(o), options, verification, None if r is None else str(r))
+            for s, o, r in zip(sources, outputs, reports)]
     workers = worker_count(jobs, len(args))
     log.info("%d source(s), %d worker process(es) (--jobs %d)", len(args), workers, jobs)
-    from .progress import BatchBar, wanted
+    heard = finished or (lambda _outcome: None)
+    if workers <= 1:
+        outcomes = []
+        for a in args:
+            outcomes.append(convert_one(*a))
+            heard(outcomes[-1])
+        return outcomes
+    return _in_workers(args, workers, heard)
 
-    bar = BatchBar(len(args), wanted(quiet))
-    try:
-        if workers <= 1:
-            outcomes = [_reported(bar, convert_one(*a)) for a in args]
-        else:
-            outcomes = _in_workers(args, workers, bar)
-    finally:
-        bar.close()
-    if not quiet or any(o.status != "ok" for o in outcomes):
-        echo(format_table(outcomes))
+
+def exit_code(outcomes: list[BatchOutcome]) -> int:
+    """The worst exit code of a batch (0 when every source converted)."""
     return max((o.exit_code for o in outcomes), default=EXIT_OK)
 
 
-def _reported(bar, outcome: BatchOutcome) -> BatchOutcome:
-    bar.finished(outcome.source, outcome.status, outcome.seconds,
-                 outcome.message if outcome.status != "ok" else "")
-    return outcome
-
-
-def _in_workers(args: list[tuple], workers: int, bar) -> list[BatchOutcome]:
+def _in_workers(args: list[tuple], workers: int,
+                finished: Callable[[BatchOutcome], None]) -> list[BatchOutcome]:
     from . import signals
 
     pool = futures.ProcessPoolExecutor(max_workers=workers, initializer=signals.install)
     try:
         pending = [pool.submit(convert_one, *a) for a in args]
         for done in futures.as_completed(pending):
-            _reported(bar, done.result())
+            finished(done.result())
         outcomes = [f.result() for f in pending]
     except signals.StoppedBySignal as exc:
         # Pass the signal on so that each worker removes its temp files, then drop the rest.

@@ -12,36 +12,17 @@ from __future__ import annotations
 
 import gc
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
+from . import frameworks
 from .errors import NhwcOnnxError, UnsupportedOpError
-from .frontends.base import FrontendOptions
+from .frontends.topology import SourceGraph, SourceNode
+from .options import ConvertOptions
+
+__all__ = ["ExactCut", "SourceGraph", "SourceNode", "compute_cut", "inputs_needed", "locate",
+           "source_graph", "suggest"]
 
 MAX_ROUNDS = 6  # conversions tried before giving up on a cut
-
-
-@dataclass
-class SourceNode:
-    name: str
-    op: str
-    inputs: list[str]  # tensor ids
-    outputs: list[str]
-
-
-@dataclass
-class SourceGraph:
-    """Framework-neutral topology of a source model, nodes in dependency order.
-
-    Tensor ids are unique; ``display`` maps an id to the name ``--outputs`` accepts (they
-    differ only for Caffe's in-place blobs)."""
-
-    nodes: list[SourceNode]
-    inputs: list[str]
-    outputs: list[str]
-    display: dict[str, str] = field(default_factory=dict)
-
-    def name_of(self, tensor: str) -> str:
-        return self.display.get(tensor, tensor)
 
 
 @dataclass
@@ -159,96 +140,17 @@ def locate(graph: SourceGraph, problem_nodes: list[str]
 # -- reading topologies -------------------------------------------------------------------------
 
 
-def source_graph(path: str, framework: str, options: FrontendOptions) -> SourceGraph:
-    if framework == "onnx":
-        return _onnx_graph(path, options)
-    if framework == "caffe":
-        return _caffe_graph(path)
-    if framework == "tf":
-        return _tf_graph(path, options)
-    raise ValueError(f"no exact cut for framework '{framework}'")
-
-
-def _onnx_graph(path: str, options: FrontendOptions) -> SourceGraph:
-    from .frontends.onnx.loader import read_model
-    from .frontends.onnx.structure import node_names, topological_order
-
-    g = read_model(path).graph
-    order = topological_order(g)
-    names = node_names(order)
-    consts = {t.name for t in g.initializer}
-    inputs = list(options.inputs or [i.name for i in g.input if i.name not in consts])
-    nodes = [SourceNode(names[id(n)], n.op_type, [i for i in n.input if i],
-                        [o for o in n.output if o]) for n in order]
-    return SourceGraph(nodes, inputs, [o.name for o in g.output])
-
-
-def _caffe_graph(path: str) -> SourceGraph:
-    from .frontends.caffe.prototxt import inference_layers, read_prototxt
-
-    net = read_prototxt(path)
-    version: dict[str, str] = {}  # blob -> current tensor id
-    display: dict[str, str] = {}
-    inputs: list[str] = []
-    consumed: set[str] = set()
-
-    def new_id(blob: str) -> str:
-        tid = blob if blob not in display.values() else f"{blob}@{len(display)}"
-        display[tid] = blob
-        version[blob] = tid
-        return tid
-
-    for blob in net.input:
-        inputs.append(new_id(blob))
-    nodes = []
-    for layer in inference_layers(net):
-        ins = [version.get(b, b) for b in layer.bottom]
-        consumed.update(ins)
-        outs = [new_id(t) for t in layer.top]
-        if not layer.bottom and layer.type != "Silence":
-            inputs += outs  # Input / data layers
-        nodes.append(SourceNode(layer.name, layer.type, ins, outs))
-    final = set(version.values())
-    outputs = [t for n in nodes for t in n.outputs if t in final and t not in consumed]
-    return SourceGraph(nodes, inputs, outputs, display)
-
-
-def _tf_graph(path: str, options: FrontendOptions) -> SourceGraph:
-    from .frontends.tensorflow import KERAS_SUFFIXES
-    from .frontends.tensorflow.graph_prep import prepare
-    from .frontends.tensorflow.reader import read_graphdef
-    from .frontends.tensorflow.tfnodes import ref_name
-
-    if os.path.isdir(path) or path.lower().endswith(KERAS_SUFFIXES):
-        from .frontends.tensorflow.savedmodel import load_frozen
-
-        graph_def, buffer, _label, options = load_frozen(path, options)
-    else:
-        graph_def, buffer = read_graphdef(path)
-    prepared = prepare(graph_def, options.inputs, options.outputs, buffer)
-    used: dict[str, set[int]] = {}
-    for node in prepared.order:
-        for name, index in node.inputs:
-            used.setdefault(name, set()).add(index)
-    for name, index in prepared.outputs:
-        used.setdefault(name, set()).add(index)
-    inputs = {ref_name(r) for r in prepared.inputs}
-    nodes = []
-    for node in prepared.order:
-        outs = [ref_name((node.name, i)) for i in sorted(used.get(node.name, {0}))]
-        ins = [ref_name(r) for r in node.inputs]
-        if any(o in inputs for o in outs):
-            ins = []  # an input placeholder (possibly an internal node named with --inputs)
-        nodes.append(SourceNode(node.name, node.op, ins, outs))
-    display = {t: t[:-2] for n in nodes for t in n.outputs if t.endswith(":0")}
-    return SourceGraph(nodes, sorted(inputs), [ref_name(r) for r in prepared.outputs], display)
+def source_graph(path: str, framework: str | frameworks.Framework,
+                 options: ConvertOptions) -> SourceGraph:
+    """The source's topology, read by its frontend (``frontends/<name>/topology.py``)."""
+    return frameworks.get(framework).source_graph(path, options)
 
 
 # -- the suggestion -----------------------------------------------------------------------------
 
 
-def suggest(source: str, framework: str, options: FrontendOptions, error: UnsupportedOpError,
-            try_convert) -> ExactCut:
+def suggest(source: str, framework: str | frameworks.Framework, options: ConvertOptions,
+            error: UnsupportedOpError, try_convert) -> ExactCut:
     """The checked exact cut for a refused conversion. ``try_convert(options)`` converts the
     source with other options and raises like ``convert`` (it must not suggest cuts itself)."""
     try:
@@ -277,7 +179,7 @@ def suggest(source: str, framework: str, options: FrontendOptions, error: Unsupp
         cut.dropped_shapes = unread
         shapes = {k: v for k, v in options.input_shapes.items() if k not in unread}
         try:
-            try_convert(replace(options, outputs=cut.outputs, input_shapes=shapes))
+            try_convert(options.replace(outputs=cut.outputs, input_shapes=shapes))
         except UnsupportedOpError as again:
             more, more_blocked, unknown = locate(graph, [p.node for p in again.problems])
             if more <= refused and more_blocked <= blocked and not unknown:

@@ -10,12 +10,13 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from . import frameworks
 from .schemas.base import Attr, OpSchema, Port
 
 DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "ops.md"
 
-# frontend module name -> how the docs call the framework
-FRONTENDS = {"tensorflow": "TensorFlow", "caffe": "Caffe", "onnx": "ONNX"}
+# frontend module name -> how the docs call the framework (nhwc_onnx.frameworks)
+FRONTENDS = {fw.package: fw.label for fw in frameworks.FRAMEWORKS}
 
 _LAYOUT_NOTES = {
     "implicit": "the layout is in the weights / spatial semantics",

@@ -146,5 +146,7 @@ class UsageError(NhwcOnnxError, ValueError):
     exit_code = EXIT_USAGE
 
     def __init__(self, message: str, param_hint: str = ""):
+        self.problem = message  # the message without the parameter
+        self.param_hint = param_hint  # the parameter (or command-line option) at fault
         super().__init__(f"Invalid value for '{param_hint}': {message}" if param_hint
                          else message)

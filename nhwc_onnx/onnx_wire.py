@@ -79,3 +79,16 @@ def lift_raw_data(buffer, min_bytes: int = 1024) -> LiftedModel:
     skeleton = rewrite(buffer, 0, len(buffer), {_MODEL_GRAPH: graph}, min_bytes)
     lifted.skeleton = bytes(buffer) if skeleton is None else skeleton
     return lifted
+
+
+def read_structure(path):
+    """The file's ModelProto (the project's own class) without its large weights, which stay
+    in the memory-mapped file; None when it does not parse as one (unreadable files are
+    reported by the loaders)."""
+    from .onnxfile import ModelProto
+    from .safe_io import map_regular
+
+    try:
+        return ModelProto.FromString(lift_raw_data(map_regular(path, str(path))).skeleton)
+    except Exception:  # noqa: BLE001 - any failure means: not an ONNX model
+        return None

@@ -169,8 +169,8 @@ def test_every_package_module_imports():
       "    return loader.read_graph_def(source)\n"),
      ["nhwc_onnx.frontends.tensorflow.loader.read_graph_def"]),
     ("import nhwc_onnx.serialize as ser\nser.lod('m.onnx')\n", ["nhwc_onnx.serialize.lod"]),
-    ("from nhwc_onnx import verification\nverification.runners.run_tf()\n",
-     ["nhwc_onnx.verification.runners.run_tf"]),
+    ("from nhwc_onnx.frontends import tensorflow\ntensorflow.reference.run_tf()\n",
+     ["nhwc_onnx.frontends.tensorflow.reference.run_tf"]),
     ("from ..frontends.tensorflow import reader\nreader.read_graphdef('m.pb')\n", []),
     ("from . import bisect\nbisect = None\nbisect.anything\n", []),  # rebound: not checked
 ])

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.caffe import random_weights
 from nhwc_onnx.frontends.caffe.prototxt import parse_prototxt_text
 from nhwc_onnx.frontends.caffe.writer import write_caffemodel
+from nhwc_onnx.options import ConvertOptions
 
 HERE = Path(__file__).resolve().parent
 
@@ -44,7 +44,7 @@ layer { name: "prob" type: "Softmax" bottom: "fc" top: "prob" }
 def main() -> None:
     proto = HERE / "tiny_net.prototxt"
     proto.write_text(PROTOTXT)
-    _, blobs = random_weights(proto, FrontendOptions(seed=2024))
+    _, blobs = random_weights(proto, ConvertOptions(seed=2024))
     types = {layer.name: layer.type for layer in parse_prototxt_text(PROTOTXT).layer}
     write_caffemodel(HERE / "tiny_net.caffemodel", [(n, types[n], b) for n, b in blobs.items()],
                      net_name="tiny_net")

@@ -1,5 +1,5 @@
-"""What all frontends share: options, the converter registry, the refusal type and the one
-conversion loop.
+"""What all frontends share: the converter registry, the refusal type and the one conversion
+loop (their options are ``nhwc_onnx.options.ConvertOptions``).
 
 Every converter has the signature ``fn(ctx, node)``: the frontend's context (values built so
 far, emit helpers) and the source node. ``convert_nodes`` runs them in order under one policy:
@@ -15,8 +15,8 @@ far, emit helpers) and the source node. ``convert_nodes`` runs them in order und
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import TypeVar
 
 from ..errors import (
     ConversionBugError,
@@ -42,20 +42,6 @@ def check_node_count(count: int, what: str, noun: str = "nodes") -> None:
     if count > MAX_SOURCE_NODES:
         raise InvalidModelError(f"{what} has {count} {noun}, more than the {MAX_SOURCE_NODES} "
                                 "nhwc-onnx converts; refused")
-
-
-@dataclass
-class FrontendOptions:
-    """Options a user can pass to any frontend (each uses the ones that apply to it)."""
-
-    inputs: list[str] | None = None  # graph input tensor names (TF: "name" or "name:0")
-    outputs: list[str] | None = None  # graph output tensor names
-    input_shapes: dict[str, list[int]] = field(default_factory=dict)  # overrides, source layout
-    batch: int | None = None  # batch size for unknown / overridden batch dims
-    weights: str | None = None  # Caffe: .caffemodel path, or "random"
-    seed: int = 0  # seed for --weights random
-    signature: str = "serving_default"  # TF SavedModel signature
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """Constants whose values are read on first use.
 
 ``check`` validates shapes, element types and attributes: a dialect file's weights are never
-needed, and neither is numpy (its import is most of a small check's time; see
-``numpy_deferral``). The reader gives such a run ``DeferredArray`` constants: shape and element
-type known from the file, values decoded - with numpy - only if some rule asks for them.
+needed, so their pages of the mapped file need not be read. The reader gives such a run
+``DeferredArray`` constants: shape and element type known from the file, values decoded only
+if some rule asks for them.
 Anything numpy would do with the array works on it unchanged; it only happens later.
 """
 from __future__ import annotations

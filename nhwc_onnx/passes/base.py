@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import ConversionBugError, NhwcOnnxError, NodeProblem
 from ..ir import Model, Node
+from ..options import ConvertOptions
 
 log = logging.getLogger("nhwc_onnx.passes")
 
@@ -39,9 +40,9 @@ class Decision:
 
 @dataclass
 class PassContext:
-    """Options every pass may read, and where it records what it decided."""
+    """The conversion's options every pass may read, and where it records what it decided."""
 
-    options: dict[str, Any] = field(default_factory=dict)
+    options: ConvertOptions = field(default_factory=ConvertOptions)
     decisions: list[Decision] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # Nodes a pass left unconverted, with the latest reason (the most specific one).
@@ -53,9 +54,6 @@ class PassContext:
     def warn(self, message: str) -> None:
         log.warning(message)
         self.warnings.append(message)
-
-    def option(self, name: str, default: Any = None) -> Any:
-        return self.options.get(name, default)
 
 
 @dataclass

@@ -5,7 +5,7 @@ keep the node's output names (so ``bn/Rsqrt`` stays a readable weight name). ``S
 of a tensor whose shape is static fold too, which then lets whole shape subgraphs (Gather,
 Slice, Concat, Unsqueeze, Cast, ConstantOfShape, Range ...) fold. Shapes are re-inferred between
 rounds so a Reshape whose target just became constant gets its static output shape.
-Size guard: an output larger than option ``fold_max_bytes`` (default 256 MiB) is left as a
+Size guard: an output larger than ``FoldConstants(max_bytes)`` (default 256 MiB) is left as a
 node, unless every reader takes it as a weight (the converted model stores it either way); the
 size is judged from the inferred shape before evaluating, and after evaluating for outputs whose
 shape was unknown (integer, shape-like, results then always fold).
@@ -115,9 +115,12 @@ def fold_round(graph: Graph, max_bytes: int, folded: dict[str, int]) -> bool:
 class FoldConstants(Pass):
     name = "fold_constants"
 
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.max_bytes = max_bytes  # a folded output larger than this stays a node
+
     def call(self, model: Model, ctx: PassContext) -> PassResult:
         graph = model.graph
-        max_bytes = int(ctx.option("fold_max_bytes", DEFAULT_MAX_BYTES))
+        max_bytes = self.max_bytes
         folded: dict[str, int] = {}
         modified = False
         while fold_round(graph, max_bytes, folded):

@@ -35,7 +35,7 @@ ROUNDING_REWRITES: dict[str, tuple[str, int]] = {
 
 
 def strict(ctx: PassContext) -> bool:
-    return bool(ctx.option("strict", False))
+    return ctx.options.strict
 
 
 def refusal(kind: str) -> str:

@@ -151,7 +151,7 @@ def _softmax(graph: Graph, node: Node, ctx: PassContext) -> bool:
     shape = node.input(0).shape
     axis = positive_axis(int(attr(node, "axis")), len(shape))
     # ONNX-1 Softmax normalises the block dims[axis:]: equal when every later dim is 1.
-    if any(d != 1 for d in shape[axis + 1:]) and ctx.option("allow_transpose"):
+    if any(d != 1 for d in shape[axis + 1:]) and ctx.options.allow_transpose:
         return _softmax_moved_last(graph, node, ctx, axis)
     if any(d != 1 for d in shape[axis + 1:]):
         return refuse(ctx, node, f"softmax over axis {axis} of {tuple(shape)} is not the last "

@@ -29,9 +29,10 @@ def _hint(name: str, shape) -> str:
 
 
 def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
-    """Set graph-input shapes from ctx options 'input_shapes' (name -> dims) and 'batch'."""
+    """Set graph-input shapes from the options' ``input_shapes`` (name -> dims) and
+    ``batch``."""
     changed = False
-    overrides = dict(ctx.option("input_shapes") or {})
+    overrides = ctx.options.input_shapes
     by_name = {v.name: v for v in graph.inputs if not v.is_const}
     # TensorFlow tensor names: 'x' and 'x:0' name the same input.
     aliases = {name.split(":")[0]: v for name, v in by_name.items()}
@@ -62,7 +63,7 @@ def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
             ctx.record("input_shape", value.name, f"shape set to {_fmt(dims)}", shape=dims)
             value.shape = new_shape
             changed = True
-    batch = ctx.option("batch")
+    batch = ctx.options.batch
     if batch is not None:
         batch = int(batch)
         if batch <= 0:

@@ -11,12 +11,11 @@ from collections import namedtuple
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from ..ir.deferred import DeferredArray
-from ..numpy_deferral import is_numpy
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from ..ir import Node
 
 
@@ -278,7 +277,7 @@ def check_attr_value(name: str, spec: Attr, value: Any) -> str | None:
     elif kind is AttrKind.STRINGS:
         ok = isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value)
     elif kind is AttrKind.TENSOR:
-        ok = is_numpy(value, "ndarray") or isinstance(value, DeferredArray)
+        ok = isinstance(value, (np.ndarray, DeferredArray))
     if not ok:
         return f"attribute '{name}' must be of kind {kind.value}, found {_describe(value)}"
     if spec.allowed is not None:
@@ -291,18 +290,19 @@ def check_attr_value(name: str, spec: Attr, value: Any) -> str | None:
 
 
 def is_int(value: Any) -> bool:
-    """A Python or numpy integer, not a bool (numpy not loaded: no numpy scalar exists)."""
-    return (isinstance(value, int) and not isinstance(value, bool)) or is_numpy(value, "integer")
+    """A Python or numpy integer, not a bool."""
+    return (isinstance(value, int) and not isinstance(value, bool)) \
+        or isinstance(value, np.integer)
 
 
 def is_number(value: Any) -> bool:
     """A Python or numpy integer or float, not a bool."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool)) \
-        or is_numpy(value, "integer") or is_numpy(value, "floating")
+        or isinstance(value, (np.integer, np.floating))
 
 
 def _describe(value: Any) -> str:
-    if is_numpy(value, "ndarray") or isinstance(value, DeferredArray):
+    if isinstance(value, (np.ndarray, DeferredArray)):
         return f"tensor {value.dtype}{list(value.shape)}"
     if isinstance(value, (list, tuple)):
         kinds = sorted({type(x).__name__ for x in value})

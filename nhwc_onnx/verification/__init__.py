@@ -1,22 +1,22 @@
 """Prove a conversion: run the source in its own runtime and the dialect model through ours.
 
 Inputs are generated in the source layout (seeded), permuted per the recorded I/O permutations
-for the converted model, and each output is compared in the source layout.
+for the converted model, and each output is compared in the source layout. The source runs
+through its frontend's reference runner (``nhwc_onnx.frameworks``).
 """
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
+from .. import frameworks
 from ..errors import ModelLoadError, UsageError, VerificationError
-from ..frontends.base import FrontendOptions
 from ..ir import Model
+from ..options import ConvertOptions
 from ..serialize.keys import KEY_IO_PERMUTATIONS
 from .compare import TensorComparison, compare, to_converted_layout, to_source_layout
 
@@ -66,11 +66,10 @@ def _source_names(model: Model) -> dict[str, str]:
 def verify(
     source: str | os.PathLike,
     converted: str | os.PathLike | Model,
+    options: ConvertOptions | None = None,
     *,
-    framework: str | None = None,
-    options: FrontendOptions | None = None,
     feeds: Mapping[str, np.ndarray] | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     atol: float = 1e-4,
     rtol: float = 1e-4,
     bisect: bool = False,
@@ -78,16 +77,19 @@ def verify(
 ) -> VerificationReport:
     """Compare ``converted`` (a dialect file or Model) with ``source`` on the same inputs.
 
-    ``feeds`` are in the source layout, keyed by the converted model's input names.
+    ``options`` are the conversion's (framework, weights, signature ...). Random inputs are
+    seeded with ``seed`` (default ``options.seed``, which also seeds ``--weights random``, as
+    the command line's one ``--seed`` does). ``feeds`` are in the source layout, keyed by the
+    converted model's input names.
     """
-    from ..api import detect_framework
     from ..runtime import run
 
     for name, value in (("atol", atol), ("rtol", rtol)):
         if not value >= 0:  # a negative or NaN tolerance would fail (or pass) everything
             raise UsageError(f"{value} is not a number >= 0", param_hint=name)
-    options = options or FrontendOptions()
-    fw = framework or detect_framework(source)
+    options = options if options is not None else ConvertOptions()
+    seed = options.seed if seed is None else seed
+    fw = frameworks.get(options.framework) if options.framework else frameworks.detect(source)
     if isinstance(converted, Model):
         model = converted
     else:
@@ -113,8 +115,9 @@ def verify(
         raise ModelLoadError(f"no value given for input(s) {', '.join(missing)}")
     ours = run(model, {n: to_converted_layout(src_feeds[n], perms.get(n)) for n in shapes})
     out_names = [v.name for v in model.graph.outputs]
-    src_out = _run_source(fw, source, options, src_feeds, names, out_names)
-    report = VerificationReport(str(source), fw, atol, rtol, seed)
+    reference = fw.reference(source, options)
+    src_out = run_source(reference, src_feeds, names, out_names)
+    report = VerificationReport(str(source), fw.name, atol, rtol, seed)
     for name in out_names:
         actual = to_source_layout(ours[name], perms.get(name))
         report.outputs.append(compare(name, src_out[name], actual, atol, rtol))
@@ -122,33 +125,18 @@ def verify(
         from .bisect import first_divergence
 
         report.first_divergence = first_divergence(
-            fw, source, options, model, src_feeds, perms, names, atol, rtol)
+            fw, reference.tensor_names(),
+            lambda fetches: run_source(reference, src_feeds, names, fetches),
+            model, src_feeds, perms, names, atol, rtol)
     if raise_on_failure and not report.ok:
         bad = ", ".join(c.name for c in report.outputs if not c.within)
         raise VerificationError(f"outputs differ beyond tolerance: {bad}")
     return report
 
 
-def _run_source(fw, source, options, src_feeds, names, fetch_names) -> dict[str, np.ndarray]:
+def run_source(reference, src_feeds, names, fetch_names) -> dict[str, np.ndarray]:
     """Run the source model; feeds and results keyed by the converted model's names."""
-    from .runners import run_source
-
-    weights = options.weights
-    if fw == "caffe" and weights in (None, "random"):
-        weights = _random_caffemodel(source, options)
     feed_src = {names.get(k, k): v for k, v in src_feeds.items()}
     fetch_src = [names.get(k, k) for k in fetch_names]
-    out = run_source(fw, str(source), feed_src, fetch_src, weights=weights,
-                     signature=options.signature)
+    out = reference.run(feed_src, fetch_src)
     return {k: out[names.get(k, k)] for k in fetch_names}
-
-
-def _random_caffemodel(prototxt, options: FrontendOptions) -> str:
-    """The seeded random weights the Caffe frontend used, written where OpenCV can read them."""
-    from ..frontends.caffe import random_weights
-    from ..frontends.caffe.writer import write_caffemodel
-
-    _, blobs = random_weights(str(prototxt), options)
-    out = Path(tempfile.gettempdir()) / f"nhwc_onnx_verify_{os.getpid()}_{options.seed}.caffemodel"
-    write_caffemodel(out, [(name, "", arrays) for name, arrays in blobs.items()])
-    return str(out)

@@ -6,46 +6,19 @@ that differs names the culprit.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from ..ir import Model
 from .compare import compare, to_converted_layout, to_source_layout
 
-NCHW_SOURCES = ("caffe", "onnx")
 
-
-def source_tensor_names(fw: str, source: str, weights: str | None = None,
-                        signature: str = "serving_default") -> set[str]:
-    """Names the source runtime can fetch."""
-    if fw == "onnx":
-        import onnx
-
-        m = onnx.load(source, load_external_data=False)
-        return {o for n in m.graph.node for o in n.output if o}
-    if fw == "tf":
-        from .runners import tensorflow_graph_def
-
-        return {n.name for n in tensorflow_graph_def(source, signature).node}
-    if fw == "caffe":
-        import cv2
-
-        net = cv2.dnn.readNetFromCaffe(source, weights) if weights else None
-        return set(net.getLayerNames()) if net is not None else set()
-    return set()
-
-
-def first_divergence(fw, source, options, model: Model, src_feeds, perms, names, atol, rtol):
+def first_divergence(fw, fetchable: set[str], fetch_source, model: Model, src_feeds, perms,
+                     names, atol, rtol):
+    """The first node (execution order) whose output differs from the source tensor of the
+    same name, as a dict for the report. ``fetchable``: the source tensors its runtime can
+    fetch; ``fetch_source(names)``: the source's values of those converted-model tensors."""
     from ..runtime import run
-    from . import _run_source
 
-    weights = options.weights
-    if fw == "caffe" and weights in (None, "random"):
-        from . import _random_caffemodel
-
-        weights = _random_caffemodel(source, options)
-    fetchable = source_tensor_names(fw, str(Path(source)), weights, options.signature)
     graph = model.graph
     graph.toposort()
     candidates = []
@@ -58,14 +31,11 @@ def first_divergence(fw, source, options, model: Model, src_feeds, perms, names,
         return {"node": None, "reason": "no tensor of the converted model has a source name"}
     ours = run(model, {n: to_converted_layout(x, perms.get(n)) for n, x in src_feeds.items()},
                extra_outputs=[v.name for _, v in candidates])
-    opts = options
-    if weights is not None:
-        opts = type(options)(**{**options.__dict__, "weights": weights})
-    theirs = _run_source(fw, source, opts, src_feeds, names, [v.name for _, v in candidates])
+    theirs = fetch_source([v.name for _, v in candidates])
     for node, v in candidates:
         ref = np.asarray(theirs[v.name])
         got = np.asarray(ours[v.name])
-        if got.ndim == 4 and fw in NCHW_SOURCES and ref.shape != got.shape:
+        if got.ndim == 4 and fw.source_layout == "NCHW" and ref.shape != got.shape:
             got = to_source_layout(got, [0, 2, 3, 1])
         if ref.shape != got.shape:
             continue  # not comparable (e.g. a reshaped tensor)

@@ -10,26 +10,26 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from .. import frameworks
 from ..errors import ModelLoadError
-from ..frontends.base import FrontendOptions
 from ..ir import Model
+from ..options import ConvertOptions
 
 
-def check_pairing(source: str | os.PathLike, framework: str, options: FrontendOptions,
-                  converted: str | os.PathLike, model: Model,
+def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framework,
+                  options: ConvertOptions, converted: str | os.PathLike, model: Model,
                   source_layout_shapes: Mapping[str, tuple]) -> None:
     """Raise ModelLoadError (exit 2) when ``converted`` was not converted from ``source``."""
-    from ..api import load_source
-
+    framework = frameworks.get(framework).name
     recorded_fw = model.metadata.get("source_framework")
     recorded_file = model.metadata.get("source_file")
     origin = (f"'{converted}' was converted from the {recorded_fw or '?'} model "
               f"'{recorded_file or '?'}'")
     if recorded_fw and recorded_fw != framework:
-        article = "an" if framework == "onnx" else "a"
+        article = "an" if framework[0] in "aeiou" else "a"
         raise ModelLoadError(f"{origin}, not from {article} {framework} model like '{source}'; "
                              "verify it against the model it was converted from")
-    parsed = load_source(source, framework, options).graph
+    parsed = frameworks.load_source(source, framework, options).graph
     src_inputs = {v.name: v.shape for v in parsed.inputs}
     src_outputs = {v.name for v in parsed.outputs}
     ours_out = {v.name for v in model.graph.outputs}

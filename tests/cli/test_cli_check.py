@@ -111,7 +111,8 @@ def test_check_unreadable_wins_over_invalid(invoke, examples, tmp_path):
 def test_check_needs_a_file(invoke):
     result = invoke("check")
     assert result.exit_code == 2
-    assert "the following arguments are required: MODELS" in result.stderr
+    assert result.stderr.startswith("Usage: nhwc-onnx check [OPTIONS] MODELS...\n")
+    assert result.stderr.splitlines()[-1] == "Error: Missing argument 'MODELS...'."
 
 
 _CHECK_IN_SUBPROCESS = textwrap.dedent("""

@@ -111,24 +111,25 @@ def test_an_unknown_option_shows_the_usage_of_the_command_it_was_given_to(invoke
     result = invoke("convert", src, "-o", out, "--force")
     assert result.exit_code == 2 and not out.exists()
     lines = result.stderr.splitlines()
-    assert lines[0].startswith("usage: nhwc-onnx convert ")
+    assert lines[0].startswith("Usage: nhwc-onnx convert ")
     assert "Try 'nhwc-onnx convert -h' for help." in lines
-    assert lines[-1] == "Error: unrecognized arguments: --force"
+    assert lines[-1] == "Error: No such option '--force'."
     # the same mistake placed before the command still names the command that runs
     early = invoke("--force", "check", src)
     assert early.exit_code == 2
-    assert early.stderr.startswith("usage: nhwc-onnx check ")
+    assert early.stderr.startswith("Usage: nhwc-onnx check ")
+    assert "Try 'nhwc-onnx check -h' for help." in early.stderr.splitlines()
     # with no command there is only the top level to show
     bare = invoke("--force")
     assert bare.exit_code == 2
-    assert bare.stderr.startswith("usage: nhwc-onnx [-h]")
-    assert bare.stderr.splitlines()[-1] == "Error: unrecognized arguments: --force"
+    assert bare.stderr.startswith("Usage: nhwc-onnx [OPTIONS] COMMAND")
+    assert bare.stderr.splitlines()[-1] == "Error: No such option '--force'."
 
 
 def test_a_mistyped_command_is_named_with_the_closest_one(invoke):
     typo = invoke("-q", "convrt", "model.pb")
     assert typo.exit_code == 2
-    assert typo.stderr.startswith("usage: nhwc-onnx [-h]")
+    assert typo.stderr.startswith("Usage: nhwc-onnx [OPTIONS] COMMAND")
     assert typo.stderr.splitlines()[-1] == (
         "Error: no such command 'convrt'. Did you mean 'convert'? "
         "Commands: check, convert, info, lower, ops, run, verify.")
@@ -257,7 +258,7 @@ def test_tolerances_are_numbers_of_at_least_zero(invoke, tmp_path):
                                 ("--atol", "x", "'x' is not a number")):
         result = invoke("convert", src, "-o", out, "--verify", option, value)
         assert result.exit_code == 2 and not out.exists()
-        assert result.stderr.splitlines()[-1] == f"Error: argument {option}: {says}"
+        assert result.stderr.splitlines()[-1] == f"Error: Invalid value for '{option}': {says}"
     assert invoke("convert", src, "-o", out, "--verify", "--atol", "0").exit_code == 0
     with pytest.raises(UsageError, match="^Invalid value for 'rtol': nan is not a number >= 0$"):
         nhwc_onnx.verify(src, out, rtol=float("nan"))

@@ -56,6 +56,22 @@ def test_api_strict_option(tmp_path):
     src = _div_net(tmp_path / "net.onnx", 3.0)
     assert "strict" not in nhwc_onnx.convert(src).report.options
     with pytest.raises(UnsupportedOpError, match="normalise"):
-        nhwc_onnx.convert(src, strict=True)
+        nhwc_onnx.convert(src, options=nhwc_onnx.ConvertOptions(strict=True))
     exact = _div_net(tmp_path / "exact.onnx", 0.5)
-    assert nhwc_onnx.convert(exact, strict=True).report.options["strict"] is True
+    strict = nhwc_onnx.ConvertOptions(strict=True)
+    assert nhwc_onnx.convert(exact, options=strict).report.options["strict"] is True
+
+
+def test_approximate_padding_is_a_hidden_no_op_kept_for_old_command_lines(invoke, tmp_path):
+    # docs/rounding.md: no rewrite approximates any more; an old command line still runs and
+    # converts to the same bytes, and the help no longer offers the flag.
+    src = _div_net(tmp_path / "net.onnx", 3.0)
+    plain, old = tmp_path / "plain.onnx", tmp_path / "old.onnx"
+    assert invoke("convert", src, "-o", plain).exit_code == 0
+    result = invoke("convert", src, "-o", old, "--approximate-padding")
+    assert result.exit_code == 0, result.stderr
+    assert old.read_bytes() == plain.read_bytes()
+    help_text = invoke("convert", "-h").stdout
+    assert "--strict" in help_text and "approximate" not in help_text
+    with pytest.raises(TypeError):
+        nhwc_onnx.ConvertOptions(approximate_padding=True)  # the option is gone from the API

@@ -247,10 +247,10 @@ def test_refusal_by_a_dialect_pass_gets_a_checked_cut(tmp_path):
     proto.ir_version = 8
     source = tmp_path / "model.onnx"
     onnx.save(proto, str(source))
-    from nhwc_onnx.api import load_source
-    from nhwc_onnx.frontends.base import FrontendOptions
+    from nhwc_onnx.frameworks import load_source
+    from nhwc_onnx.options import ConvertOptions
 
-    load_source(source, "onnx", FrontendOptions())  # the frontend alone accepts it
+    load_source(source, "onnx", ConvertOptions())  # the frontend alone accepts it
     outputs, model, recorded = _refuse_then_follow(tmp_path, source)
     assert outputs == ["r"]
     proto.graph.output.extend(helper.make_tensor_value_info(n, TensorProto.FLOAT, None)

@@ -8,10 +8,11 @@ from onnx import TensorProto, helper
 
 from nhwc_onnx.errors import ConversionBugError, InvalidModelError, UnsupportedOpError
 from nhwc_onnx.frontends import caffe, tensorflow
-from nhwc_onnx.frontends.base import FrontendOptions, OpRegistry, Refusal, convert_nodes
+from nhwc_onnx.frontends.base import OpRegistry, Refusal, convert_nodes
 from nhwc_onnx.frontends.onnx import REGISTRY as ONNX_REGISTRY
 from nhwc_onnx.frontends.onnx import load_proto
 from nhwc_onnx.frontends.tensorflow.proto import tf_graph_pb2 as tfpb
+from nhwc_onnx.options import ConvertOptions
 
 
 # -- the loop itself ------------------------------------------------------------------------
@@ -103,7 +104,7 @@ def test_caffe_lists_bad_layers_of_different_kinds_together(tmp_path):
                      + _layer("after", "ReLU", "pool", "pool")
                      + _layer("odd", "FancyLayer", "data", "odd")
                      + _layer("fine", "ReLU", "data", "fine"))
-    options = FrontendOptions(weights=str(tmp_path / "absent.caffemodel"))
+    options = ConvertOptions(weights=str(tmp_path / "absent.caffemodel"))
     with pytest.raises(UnsupportedOpError) as info:
         caffe.load(path, options)
     problems = [(p.node, p.op) for p in info.value.problems]
@@ -116,7 +117,7 @@ def test_caffe_lists_every_layer_refused_during_conversion(tmp_path):
                      + _layer("relu", "ReLU", "data", "relu")
                      + _layer("pool2", "Pooling", "relu", "pool2", OUTSIDE))
     with pytest.raises(UnsupportedOpError) as info:
-        caffe.load(path, FrontendOptions(weights="random"))
+        caffe.load(path, ConvertOptions(weights="random"))
     assert [p.node for p in info.value.problems] == ["pool1", "pool2"]
 
 
@@ -124,7 +125,7 @@ def test_caffe_converter_bug_names_the_layer(tmp_path, monkeypatch):
     monkeypatch.setattr(caffe.REGISTRY.get("ReLU"), "fn", _boom)
     path = _prototxt(tmp_path, _layer("r", "ReLU", "data", "r"))
     with pytest.raises(ConversionBugError, match="node 'r' \\(ReLU, caffe\\): IndexError"):
-        caffe.load(path, FrontendOptions(weights="random"))
+        caffe.load(path, ConvertOptions(weights="random"))
 
 
 def _boom(ctx, node):
@@ -139,7 +140,7 @@ def test_onnx_converter_bug_is_not_called_a_malformed_node(monkeypatch):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises(ConversionBugError, match="node 'r' \\(Relu, onnx\\): IndexError"):
-        load_proto(model, FrontendOptions())
+        load_proto(model, ConvertOptions())
 
 
 def test_onnx_missing_input_is_still_the_models_fault():
@@ -149,7 +150,7 @@ def test_onnx_missing_input_is_still_the_models_fault():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises((InvalidModelError, UnsupportedOpError)) as info:
-        load_proto(model, FrontendOptions())
+        load_proto(model, ConvertOptions())
     assert not isinstance(info.value, ConversionBugError)
     assert "'g'" in str(info.value)
 
@@ -170,7 +171,7 @@ def test_tensorflow_converter_bug_is_not_called_a_malformed_node(tmp_path, monke
     path = tmp_path / "m.pb"
     path.write_bytes(_tf_graph().SerializeToString())
     with pytest.raises(ConversionBugError, match="node 'r' \\(Relu, tensorflow\\): IndexError"):
-        tensorflow.load(path, FrontendOptions())
+        tensorflow.load(path, ConvertOptions())
 
 
 def test_tensorflow_refusals_are_collected(tmp_path):
@@ -181,5 +182,5 @@ def test_tensorflow_refusals_are_collected(tmp_path):
     path = tmp_path / "m.pb"
     path.write_bytes(graph.SerializeToString())
     with pytest.raises(UnsupportedOpError) as info:
-        tensorflow.load(path, FrontendOptions(outputs=["u1", "u2"]))
+        tensorflow.load(path, ConvertOptions(outputs=["u1", "u2"]))
     assert [p.node for p in info.value.problems] == ["u1", "u2"]

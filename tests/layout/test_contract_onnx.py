@@ -9,6 +9,7 @@ import pytest
 from onnx import helper
 
 from nhwc_onnx.errors import UnsupportedOpError, UsageError
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.base import PassContext
 from nhwc_onnx.passes.pipeline import to_dialect
 from nhwc_onnx.runtime import run
@@ -20,7 +21,7 @@ SHAPE = [2, 3, 5, 7]  # N, C, H, W: distinct sizes
 
 def dialect(model: onnx.ModelProto, **options):
     core = convert(model)
-    ctx = PassContext(options=options)
+    ctx = PassContext(options=ConvertOptions(**options))
     to_dialect(core, ctx)
     return core, ctx
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import CORE, DIALECT, NHWC, Graph, Model, Value
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.base import PassContext, PassManager
 from nhwc_onnx.passes.dialect_pipeline import dialect_passes
 from nhwc_onnx.runtime import run
@@ -44,7 +45,7 @@ class Builder:
 
 def convert(model: Model, **options) -> PassContext:
     """Run the dialect passes; the result must be a valid dialect model."""
-    ctx = PassContext(options=options)
+    ctx = PassContext(options=ConvertOptions(**options))
     PassManager(dialect_passes()).run(model, ctx)
     issues = validate(model)
     assert not issues, "\n".join(str(i) for i in issues)

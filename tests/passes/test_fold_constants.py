@@ -94,9 +94,9 @@ def test_size_guard_leaves_big_float_results_as_nodes():
         "Slice", [big.output], {"starts": [0], "ends": [4]}, name="sl").output], name="y").output)
     model = Model(g)
     StaticShapes()(model, PassContext())
-    result = FoldConstants()(model, PassContext(options={"fold_max_bytes": 1024}))
+    result = FoldConstants(max_bytes=1024)(model, PassContext())
     assert result.modified is False and len(g) == 3
-    result = FoldConstants()(model, PassContext(options={"fold_max_bytes": 4096}))
+    result = FoldConstants(max_bytes=4096)(model, PassContext())
     assert result.modified and [n.op for n in g.nodes] == ["Add"]
 
 
@@ -117,6 +117,6 @@ def test_size_guard_does_not_keep_a_computed_weight_unfolded():
     g.outputs.append(g.make_node("Gemm", [x, weight.output], {"transB": 1}, name="fc").output)
     model = Model(g)
     StaticShapes()(model, PassContext())
-    result = FoldConstants()(model, PassContext(options={"fold_max_bytes": 16}))
+    result = FoldConstants(max_bytes=16)(model, PassContext())
     assert result.modified and [n.op for n in g.nodes] == ["Gemm"]
     assert g.find_node("fc").inputs[1].name == "fc/W"

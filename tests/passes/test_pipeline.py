@@ -6,6 +6,7 @@ import pytest
 
 from nhwc_onnx.errors import ConversionBugError, InvalidModelError
 from nhwc_onnx.ir import DIALECT, Graph, Model, Value
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext, PassResult
 from nhwc_onnx.passes import pipeline as pipeline_module
 from nhwc_onnx.passes.pipeline import to_dialect
@@ -52,7 +53,7 @@ def test_nchw_network_reaches_a_valid_dialect_model_with_the_same_numbers():
     x = _r(N, C, H, W)
     want = run_core(_nchw_net(), {"data": x})["prob"]
     model = _nchw_net()
-    manager, ctx = to_dialect(model, PassContext(options={"batch": N}))
+    manager, ctx = to_dialect(model, PassContext(options=ConvertOptions(batch=N)))
     names = [s.name for s in manager.stats]
     assert names[:6] == ["cleanup", "static_shapes", "fold_constants", "cleanup", "to_nhwc",
                          "static_shapes"]
@@ -83,7 +84,7 @@ def test_an_invalid_result_is_reported_as_a_bug(monkeypatch):
     original = pipeline_module._dialect_passes
     monkeypatch.setattr(pipeline_module, "_dialect_passes", lambda: original() + [Vandal()])
     with pytest.raises(ConversionBugError, match="no_such_attribute"):
-        to_dialect(_nchw_net(), PassContext(options={"batch": 1}))
+        to_dialect(_nchw_net(), PassContext(options=ConvertOptions(batch=1)))
 
 
 def _folded_reshape_net():
@@ -110,7 +111,7 @@ def test_shapes_are_current_when_to_nhwc_runs(build):
     from nhwc_onnx.passes.static_shapes import infer_graph
 
     model = build()
-    ctx = PassContext(options={"batch": N})
+    ctx = PassContext(options=ConvertOptions(batch=N))
     passes = pipeline_module.core_passes()
     assert passes[4].name == "to_nhwc" and not passes[4].infer_shapes
     for p in passes[:4]:

@@ -123,9 +123,9 @@ def test_folding_leaves_over_budget_outputs_unevaluated(monkeypatch):
         return real(node, arrays, *rest)
 
     monkeypatch.setattr("nhwc_onnx.passes.fold_constants.evaluate_node", spy)
-    FoldConstants()(model, PassContext(options={"fold_max_bytes": 1024}))
+    FoldConstants(max_bytes=1024)(model, PassContext())
     assert "ConstantOfShape" not in calls and g.find_node("fill") is not None
-    FoldConstants()(model, PassContext(options={"fold_max_bytes": 1 << 20}))
+    FoldConstants(max_bytes=1 << 20)(model, PassContext())
     assert calls == ["ConstantOfShape"] and g.find_node("fill") is None
     assert np.array_equal(add.inputs[1].const, np.full((64, 64), 2.0, np.float32))
 

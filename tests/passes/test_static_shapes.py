@@ -6,6 +6,7 @@ import pytest
 
 from nhwc_onnx.errors import InvalidAttributeError, InvalidModelError
 from nhwc_onnx.ir import Graph, Model, Value
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext
 from nhwc_onnx.passes.reference import run_core
 from nhwc_onnx.passes.static_shapes import StaticShapes
@@ -31,7 +32,7 @@ def _model(shape=(None, 3, None, 7)):
 
 def test_overrides_then_every_value_has_a_static_shape_matching_evaluation():
     model = _model()
-    ctx = PassContext(options={"input_shapes": {"x": [2, 3, 11, 7]}, "batch": 5})
+    ctx = PassContext(options=ConvertOptions(input_shapes={"x": [2, 3, 11, 7]}, batch=5))
     result = StaticShapes(require_static=True)(model, ctx)
     assert result.modified
     g = model.graph
@@ -49,7 +50,7 @@ def test_overrides_then_every_value_has_a_static_shape_matching_evaluation():
 
 def test_batch_fills_an_unknown_first_dimension_only():
     model = _model((None, 3, 11, 7))
-    ctx = PassContext(options={"batch": 4})
+    ctx = PassContext(options=ConvertOptions(batch=4))
     StaticShapes()(model, ctx)
     assert model.graph.inputs[0].shape == (4, 3, 11, 7)
     assert model.graph.find_value("pool").shape == (4, 4, 3, 2)
@@ -68,14 +69,16 @@ def test_unknown_input_dims_name_the_input_and_the_options():
     message = str(err.value)
     assert "'x:0'" in message and "--input-shape" in message and "--batch" in message
     with pytest.raises(InvalidModelError, match="'x:0'"):
-        StaticShapes()(_model(), PassContext(options={"batch": 1}))  # H still unknown
+        StaticShapes()(_model(), PassContext(options=ConvertOptions(batch=1)))  # H still unknown
 
 
 def test_bad_overrides_are_rejected():
     with pytest.raises(InvalidAttributeError, match="not a graph input"):
-        StaticShapes()(_model(), PassContext(options={"input_shapes": {"y": [1, 3, 4, 4]}}))
+        StaticShapes()(_model(),
+                       PassContext(options=ConvertOptions(input_shapes={"y": [1, 3, 4, 4]})))
     with pytest.raises(InvalidAttributeError, match="rank 4"):
-        StaticShapes()(_model(), PassContext(options={"input_shapes": {"x:0": [1, 3, 4]}}))
+        StaticShapes()(_model(),
+                       PassContext(options=ConvertOptions(input_shapes={"x:0": [1, 3, 4]})))
 
 
 def test_broken_rule_names_the_node():
@@ -91,5 +94,5 @@ def test_zero_size_input_dims_need_an_override():
     with pytest.raises(InvalidModelError, match="zero-size"):
         StaticShapes()(_model((2, 3, 0, 7)), PassContext())
     model = _model((0, 3, 11, 7))
-    StaticShapes()(model, PassContext(options={"batch": 3}))
+    StaticShapes()(model, PassContext(options=ConvertOptions(batch=3)))
     assert model.graph.inputs[0].shape == (3, 3, 11, 7)

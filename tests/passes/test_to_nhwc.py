@@ -6,6 +6,7 @@ import pytest
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import Graph, Model, Value
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext
 from nhwc_onnx.passes.to_nhwc import ToNHWC
 from tests.passes.core_oracles import rand, run_pass_and_compare
@@ -141,7 +142,7 @@ def test_layout_mixing_reshape_is_refused_naming_the_node():
 
 
 def test_layout_mixing_reshape_with_allow_transpose_inserts_one_and_warns():
-    ctx = PassContext(options={"allow_transpose": True})
+    ctx = PassContext(options=ConvertOptions(allow_transpose=True))
     model, _, ctx = run_pass_and_compare(_mixing_model, _feeds(), [ToNHWC()], ctx)
     assert _ops(model).count("Transpose") == 1
     assert len(ctx.warnings) == 1 and "mix_reshape" in ctx.warnings[0]

@@ -24,7 +24,7 @@ from rel_models import (
     tf_zoo_graphdef,
 )
 
-from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.options import ConvertOptions
 
 
 def _onnx_net(nodes, inits, out: str = "y") -> bytes:
@@ -51,7 +51,7 @@ def repro_onnx_node_name_not_utf8(folder: Path):
     data = onnx_bytes()
     assert data.count(b"\x1a\x04relu") == 1  # NodeProto.name = field 3
     return _save(folder, "model.onnx", data.replace(b"\x1a\x04relu", b"\x1a\x04r\xffl\xfe")), \
-        "onnx", FrontendOptions()
+        "onnx", ConvertOptions()
 
 
 def repro_onnx_op_type_not_utf8(folder: Path):
@@ -61,14 +61,14 @@ def repro_onnx_op_type_not_utf8(folder: Path):
     model.graph.node[2].op_type = "Foo"
     model.graph.node[6].op_type = "Zorp"
     data = model.SerializeToString().replace(b"\x22\x03Foo", b"\x22\x03F\xffo")
-    return _save(folder, "model.onnx", data), "onnx", FrontendOptions()
+    return _save(folder, "model.onnx", data), "onnx", ConvertOptions()
 
 
 # -- 3, 4: TensorFlow ------------------------------------------------------------------------------
 
 
 def _tf_file(folder: Path, graph):
-    return _save(folder, "model.pb", graph.SerializeToString()), "tf", FrontendOptions()
+    return _save(folder, "model.pb", graph.SerializeToString()), "tf", ConvertOptions()
 
 
 def repro_tf_conv_stride_zero(folder: Path):
@@ -126,7 +126,7 @@ def repro_tf_pbtxt_nested_too_deeply(folder: Path):
     depth = 3000
     text = ("node { name: 'a' op: 'Const' attr { key: 'value' value { "
             + "func { attr { key: 'k' value { " * depth + "} } } " * depth + "} } }\n")
-    return _save(folder, "model.pbtxt", text.encode()), "tf", FrontendOptions()
+    return _save(folder, "model.pbtxt", text.encode()), "tf", ConvertOptions()
 
 
 # -- 5: Caffe weights wire format --------------------------------------------------------------
@@ -151,7 +151,7 @@ def repro_caffe_blob_data_as_varint(folder: Path):
     blob = _field(7, _field(1, _varint(1))) + _varint(8 << 3) + _varint(7)
     layer = _field(1, b"conv") + _field(2, b"Convolution") + _field(7, blob)
     weights = _save(folder, "weights.caffemodel", _field(100, layer))
-    return folder / "deploy.prototxt", "caffe", FrontendOptions(weights=str(weights))
+    return folder / "deploy.prototxt", "caffe", ConvertOptions(weights=str(weights))
 
 
 # -- 7, 8: ONNX constant folding and legalisation at absurd sizes ----------------------------------
@@ -165,7 +165,7 @@ def repro_onnx_range_2_pow_40(folder: Path):
              helper.make_node("ReduceSum", ["rf"], ["s"], keepdims=0),
              helper.make_node("Add", ["x", "s"], ["y"])]
     data = _onnx_net(nodes, [i64("start", 0), i64("limit", 1 << 40), i64("delta", 1)])
-    return _save(folder, "model.onnx", data), "onnx", FrontendOptions()
+    return _save(folder, "model.onnx", data), "onnx", ConvertOptions()
 
 
 def repro_onnx_resize_scale_1e6(folder: Path):
@@ -173,7 +173,7 @@ def repro_onnx_resize_scale_1e6(folder: Path):
     nodes = [helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="nearest")]
     inits = [numpy_helper.from_array(np.array([], np.float32), "roi"),
              numpy_helper.from_array(np.array([1, 1, 1e6, 1e6], np.float32), "scales")]
-    return _save(folder, "model.onnx", _onnx_net(nodes, inits)), "onnx", FrontendOptions()
+    return _save(folder, "model.onnx", _onnx_net(nodes, inits)), "onnx", ConvertOptions()
 
 
 # -- 9: Caffe random weights of absurd size -----------------------------------------------------
@@ -183,7 +183,7 @@ def repro_caffe_random_weights_absurd(folder: Path):
     """--weights random for a Convolution with num_output 2^31-1 (216 GiB of weights)."""
     text = CAFFE_PROTOTXT.replace("num_output: 4 ", "num_output: 2147483647 ")
     return _save(folder, "deploy.prototxt", text.encode()), "caffe", \
-        FrontendOptions(weights="random")
+        ConvertOptions(weights="random")
 
 
 def repro_caffe_random_weights_large(folder: Path):
@@ -191,7 +191,7 @@ def repro_caffe_random_weights_large(folder: Path):
     text = CAFFE_PROTOTXT.replace("num_output: 4 kernel_size: 3 pad: 1",
                                   "num_output: 150000 kernel_size: 64 pad: 32")
     return _save(folder, "deploy.prototxt", text.encode()), "caffe", \
-        FrontendOptions(weights="random")
+        ConvertOptions(weights="random")
 
 
 # -- 10, 11: ONNX structure errors reported as bugs of nhwc-onnx ---------------------------------
@@ -201,13 +201,13 @@ def repro_onnx_pool_stride_zero(folder: Path):
     model = onnx_model()
     pool = next(n for n in model.graph.node if n.name == "pool")
     next(a for a in pool.attribute if a.name == "strides").ints[0] = 0
-    return _save(folder, "model.onnx", model.SerializeToString()), "onnx", FrontendOptions()
+    return _save(folder, "model.onnx", model.SerializeToString()), "onnx", ConvertOptions()
 
 
 def repro_onnx_conv_two_outputs(folder: Path):
     model = onnx_model()
     next(n for n in model.graph.node if n.name == "conv").output.append("extra")
-    return _save(folder, "model.onnx", model.SerializeToString()), "onnx", FrontendOptions()
+    return _save(folder, "model.onnx", model.SerializeToString()), "onnx", ConvertOptions()
 
 
 # -- 15: malformed ONNX nodes that reach the passes (ConversionBugError) -----------------------
@@ -280,7 +280,7 @@ def _malformed(name: str):
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         model.ir_version = 8
-        return _save(folder, "model.onnx", model.SerializeToString()), "onnx", FrontendOptions()
+        return _save(folder, "model.onnx", model.SerializeToString()), "onnx", ConvertOptions()
     build.__doc__ = f"ONNX node case '{name}' of ONNX_MALFORMED."
     return build
 
@@ -292,7 +292,7 @@ def repro_onnx_avgpool_pads_2_pow_40(folder: Path):
     """AveragePool with a top pad of 2^40: normalize_padding allocates an 8 TiB index array."""
     nodes = [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2],
                               pads=[1 << 40, 0, 0, 0])]
-    return _save(folder, "model.onnx", _onnx_net(nodes, [])), "onnx", FrontendOptions()
+    return _save(folder, "model.onnx", _onnx_net(nodes, [])), "onnx", ConvertOptions()
 
 
 # -- 19, 20: found after the first fixes (onnx_ops fuzzer, seed 11) ------------------------------
@@ -307,7 +307,7 @@ def repro_onnx_tile_by_2_pow_20(folder: Path):
         [numpy_helper.from_array(np.array([1, 1 << 20], np.int64), "repeats")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    return _save(folder, "model.onnx", model.SerializeToString()), "onnx", FrontendOptions()
+    return _save(folder, "model.onnx", model.SerializeToString()), "onnx", ConvertOptions()
 
 
 def repro_onnx_range_with_an_empty_start(folder: Path):
@@ -318,7 +318,7 @@ def repro_onnx_range_with_an_empty_start(folder: Path):
     inits = [numpy_helper.from_array(np.zeros(0, np.int64), "start"),
              numpy_helper.from_array(np.array(5, np.int64), "limit"),
              numpy_helper.from_array(np.array(1, np.int64), "delta")]
-    return _save(folder, "model.onnx", _onnx_net(nodes, inits)), "onnx", FrontendOptions()
+    return _save(folder, "model.onnx", _onnx_net(nodes, inits)), "onnx", ConvertOptions()
 
 
 # -- 21, 22: found by the seed-23 campaigns (02:15 UTC) ---------------------------------------------
@@ -352,7 +352,7 @@ def repro_onnx_maxpool_kernel_2_pow_40_same(folder: Path):
     """MaxPool kernel [2^40, 2] with SAME_UPPER: the output is small, the padding plan is not."""
     nodes = [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1 << 40, 2],
                               auto_pad="SAME_UPPER")]
-    return _save(folder, "model.onnx", _onnx_net(nodes, [])), "onnx", FrontendOptions()
+    return _save(folder, "model.onnx", _onnx_net(nodes, [])), "onnx", ConvertOptions()
 
 
 # -- 23: found by the seed-41 campaign (02:25 UTC) --------------------------------------------------
@@ -373,7 +373,7 @@ def repro_onnx_expanded_space_to_depth_area_2_pow_40(folder: Path):
     model.CopyFrom(case.model)
     area = next(n for n in model.graph.node if n.output[0].endswith("_block_area"))
     area.attribute[0].t.dims[0] = 1 << 40
-    return _save(folder, "model.onnx", model.SerializeToString()), "onnx", FrontendOptions()
+    return _save(folder, "model.onnx", model.SerializeToString()), "onnx", ConvertOptions()
 
 
 REPROS = {name[len("repro_"):]: fn for name, fn in globals().items() if name.startswith("repro_")}
@@ -387,8 +387,7 @@ def run(name: str, folder: Path) -> dict:
     source, framework, options = REPROS[name](folder)
     start = time.perf_counter()
     try:
-        convert(source, folder / "out" / "model.nhwc.onnx", framework=framework,
-                options=options)
+        convert(source, folder / "out" / "model.nhwc.onnx", options.replace(framework=framework))
         outcome, message = "converted", ""
     except Exception as exc:  # noqa: BLE001 - the outcome is what we report
         outcome, message = type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""

@@ -20,14 +20,14 @@ from rel_models import (
     tf_zoo_graphdef,
 )
 
-from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.options import ConvertOptions
 
 
 @dataclass
 class FuzzCase:
     files: dict[str, bytes]  # file name -> content, written into one folder
     source: str  # which of the files is the source
-    options: FrontendOptions
+    options: ConvertOptions
     steps: list[str] = field(default_factory=list)  # what was mutated, for the report
 
 
@@ -94,7 +94,7 @@ class CaseFactory:
         else:
             model, steps = self._structural(self.base, rng)
             data = self._maybe_bytes(model.SerializeToString(), rng, 0.1, steps)
-        return FuzzCase({"model.onnx": data}, "model.onnx", FrontendOptions(), steps)
+        return FuzzCase({"model.onnx": data}, "model.onnx", ConvertOptions(), steps)
 
     def _onnx_ops(self, rng: random.Random) -> FuzzCase:
         """One ONNX backend node test (an op the frontend supports) with its attributes,
@@ -109,7 +109,7 @@ class CaseFactory:
         else:
             model, done = self._structural(model, rng)
             steps += done
-        options = FrontendOptions(extra={"constant_inputs": pinned})
+        options = ConvertOptions(constant_inputs=pinned)
         return FuzzCase({"model.onnx": model.SerializeToString()}, "model.onnx", options, steps)
 
     def _tf(self, rng: random.Random) -> FuzzCase:
@@ -130,7 +130,7 @@ class CaseFactory:
                 raw = base.SerializeToString()
                 name = "model.pb"
             data = self._maybe_bytes(raw, rng, 0.1, steps)
-        return FuzzCase({name: data}, name, FrontendOptions(), steps)
+        return FuzzCase({name: data}, name, ConvertOptions(), steps)
 
     def _caffe(self, rng: random.Random) -> FuzzCase:
         steps: list[str] = []
@@ -158,7 +158,7 @@ class CaseFactory:
                 weights = net.SerializeToString()
         steps = [f"{target}: {s}" for s in steps]
         random_weights = target in ("random", "zoo")
-        options = FrontendOptions(weights="random" if random_weights else None)
+        options = ConvertOptions(weights="random" if random_weights else None)
         files = {"deploy.prototxt": proto_text}
         if not random_weights:
             files["weights.caffemodel"] = weights

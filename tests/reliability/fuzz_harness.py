@@ -73,12 +73,12 @@ def run_case(case: FuzzCase, fmt: str, work: Path) -> tuple[str, Crash | None]:
         (src_dir / name).write_bytes(data)
     options = case.options
     if "weights.caffemodel" in case.files:
-        options.weights = str(src_dir / "weights.caffemodel")
+        options = options.replace(weights=str(src_dir / "weights.caffemodel"))
     output = out_dir / "out.onnx"
     signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
     try:
         framework = "onnx" if fmt == "onnx_ops" else fmt
-        convert(src_dir / case.source, output, framework=framework, options=options)
+        convert(src_dir / case.source, output, options.replace(framework=framework))
         outcome = "converted"
     except NhwcOnnxError as exc:
         outcome = type(exc).__name__

@@ -17,7 +17,7 @@ from rel_models import write_source
 from nhwc_onnx import batch
 from nhwc_onnx.api import convert
 from nhwc_onnx.errors import EXIT_OK, EXIT_UNREADABLE
-from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.options import ConvertOptions
 
 
 def _one_error_line(proc) -> str:
@@ -98,7 +98,7 @@ def test_verify_of_a_caffe_conversion_against_an_onnx_source_says_so(converted, 
     onnx_source, _ = converted
     caffe_source, extra = write_source(tmp_path / "caffe", "caffe")
     caffe_converted = tmp_path / "caffe.onnx"
-    convert(caffe_source, caffe_converted, options=FrontendOptions(weights=extra[-1]))
+    convert(caffe_source, caffe_converted, options=ConvertOptions(weights=extra[-1]))
     proc = run_cli_limited(["verify", onnx_source, caffe_converted], timeout=120)
     assert proc.returncode == EXIT_UNREADABLE, proc.stderr
     assert "was converted from the caffe model 'deploy.prototxt', not from an onnx model" \
@@ -130,7 +130,7 @@ def test_zero_batch_or_jobs_is_a_usage_error(option, tmp_path):
     source, _ = write_source(tmp_path / "src", "onnx")
     proc = run_cli_limited(["convert", source, "-o", tmp_path / "m.onnx", *option], timeout=60)
     assert proc.returncode == EXIT_UNREADABLE, proc.stderr
-    assert f"argument {option[0]}: 0 is not in the range x>=1" in proc.stderr
+    assert f"Invalid value for '{option[0]}': 0 is not in the range x>=1." in proc.stderr
     assert not (tmp_path / "m.onnx").exists()
 
 
@@ -170,9 +170,8 @@ def test_the_pool_gets_min_of_jobs_sources_and_cpus(jobs, sources, cpus, expecte
     monkeypatch.setattr(batch, "convert_one", lambda *a: calls.append(a) or batch.BatchOutcome(
         a[0], a[1], "ok", EXIT_OK, 0.0))
     paths = [write_source(tmp_path / f"s{i}", "onnx")[0] for i in range(sources)]
-    code = batch.convert_many(paths, tmp_path / "out", None, FrontendOptions(), {}, jobs, False,
-                              1e-4, 1e-4, quiet=True)
-    assert code == EXIT_OK and len(calls) == sources
+    outcomes = batch.convert_many(paths, tmp_path / "out", ConvertOptions(), jobs=jobs)
+    assert batch.exit_code(outcomes) == EXIT_OK and len(calls) == sources
     assert _RecordingPool.created == ([expected] if expected > 1 else [])
 
 
@@ -200,9 +199,9 @@ def test_pairing_allows_the_input_shape_overrides_of_the_conversion(tmp_path):
     source = tmp_path / "relu.onnx"
     onnx.save(model, str(source))
     output = tmp_path / "relu.nhwc.onnx"
-    override = FrontendOptions(input_shapes={"x": [1, 3, 6, 5]})
+    override = ConvertOptions(input_shapes={"x": [1, 3, 6, 5]})
     convert(source, output, options=override)
     shapes = {"x": (1, 3, 6, 5)}
     check_pairing(source, "onnx", override, output, load(output), shapes)  # fits
     with pytest.raises(ModelLoadError, match=r"\(1, 3, 6, 5\) in the converted model"):
-        check_pairing(source, "onnx", FrontendOptions(), output, load(output), shapes)
+        check_pairing(source, "onnx", ConvertOptions(), output, load(output), shapes)

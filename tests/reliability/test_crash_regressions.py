@@ -18,6 +18,7 @@ from rel_models import write_source
 
 from nhwc_onnx.api import convert
 from nhwc_onnx.errors import ConversionBugError, NhwcOnnxError, OutputPathError
+from nhwc_onnx.options import ConvertOptions
 
 
 def _in_process(name: str, tmp_path):
@@ -25,7 +26,7 @@ def _in_process(name: str, tmp_path):
     source, framework, options = REPROS[name](tmp_path)
     out_dir = tmp_path / "out"
     try:
-        convert(source, out_dir / "model.nhwc.onnx", framework=framework, options=options)
+        convert(source, out_dir / "model.nhwc.onnx", options.replace(framework=framework))
     except Exception as exc:  # noqa: BLE001 - the test judges the type
         assert not out_dir.exists() or not list(out_dir.iterdir()), "output left behind"
         return exc
@@ -87,7 +88,7 @@ def test_crash6_output_under_a_regular_file(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the output folder should be")
     with pytest.raises(OutputPathError):
-        convert(source, blocker / "model.nhwc.onnx", framework="onnx")
+        convert(source, blocker / "model.nhwc.onnx", ConvertOptions(framework="onnx"))
 
 
 def test_crash6_disk_full_while_writing_is_a_project_error(tmp_path, monkeypatch):
@@ -101,7 +102,7 @@ def test_crash6_disk_full_while_writing_is_a_project_error(tmp_path, monkeypatch
     monkeypatch.setattr(os, "fsync", full)
     try:
         with pytest.raises(NhwcOnnxError):
-            convert(source, out_dir / "model.nhwc.onnx", framework="onnx")
+            convert(source, out_dir / "model.nhwc.onnx", ConvertOptions(framework="onnx"))
     finally:
         assert list(out_dir.iterdir()) == []  # the temp file is removed either way
 
@@ -219,10 +220,10 @@ def test_reproductions_run_in_process(tmp_path, monkeypatch):
     assert outcome["outcome"] == type(expected).__name__, outcome
     assert outcome["outcome"] in _project_error_names() - {"ConversionBugError"}, outcome
     assert outcome["message"] and outcome["message"] == str(expected).splitlines()[0][:300]
-    from nhwc_onnx.frontends.base import FrontendOptions
+    from nhwc_onnx.options import ConvertOptions
 
     monkeypatch.setitem(REPROS, "valid_onnx", lambda folder: (
-        write_source(folder, "onnx")[0], "onnx", FrontendOptions()))
+        write_source(folder, "onnx")[0], "onnx", ConvertOptions()))
     good = run("valid_onnx", tmp_path / "good")
     assert good["outcome"] == "converted" and good["message"] == "", good
     assert (tmp_path / "good" / "out" / "model.nhwc.onnx").stat().st_size > 0

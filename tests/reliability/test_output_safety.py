@@ -12,6 +12,7 @@ from rel_models import write_source
 
 from nhwc_onnx.api import convert
 from nhwc_onnx.errors import EXIT_INVALID, EXIT_UNREADABLE, OutputPathError
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.serialize import writer
 
 FORMATS = ["onnx", "tf", "caffe"]
@@ -43,7 +44,7 @@ def test_output_naming_the_source_another_way_is_refused(spelling, tmp_path, mon
         monkeypatch.chdir(tmp_path / "src")
         output = source.name
     with pytest.raises(OutputPathError):
-        convert(source, output, framework="onnx")
+        convert(source, output, ConvertOptions(framework="onnx"))
     assert source.read_bytes() == before
 
 
@@ -61,7 +62,7 @@ def test_output_that_is_a_directory_is_refused(tmp_path):
     target = tmp_path / "out.onnx"
     target.mkdir()
     with pytest.raises(OutputPathError):
-        convert(source, target, framework="onnx")
+        convert(source, target, ConvertOptions(framework="onnx"))
     assert folder_listing(target) == []
 
 
@@ -113,7 +114,7 @@ def test_the_old_output_stays_whole_until_the_final_rename(tmp_path, monkeypatch
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", watching_replace)
-    convert(source, output, framework="onnx")
+    convert(source, output, ConvertOptions(framework="onnx"))
     assert [dst for _, dst in replaced] == [os.fspath(output)]
     assert folder_listing(output.parent) == ["model.nhwc.onnx"]
 
@@ -132,7 +133,7 @@ def test_interrupted_write_leaves_no_temp_file_and_keeps_the_old_output(failure,
 
     monkeypatch.setattr(os, "chmod", interrupted)
     with pytest.raises(failure):
-        convert(source, output, framework="onnx")
+        convert(source, output, ConvertOptions(framework="onnx"))
     monkeypatch.setattr(os, "chmod", real_chmod)
     assert output.read_bytes() == b"old"
     assert folder_listing(output.parent) == ["model.nhwc.onnx"]
@@ -147,7 +148,7 @@ def test_serializer_failure_before_writing_leaves_nothing(tmp_path, monkeypatch)
 
     monkeypatch.setattr(writer, "build_proto", broken)
     with pytest.raises(OutputPathError):
-        convert(source, out_dir / "model.nhwc.onnx", framework="onnx")
+        convert(source, out_dir / "model.nhwc.onnx", ConvertOptions(framework="onnx"))
     assert not out_dir.exists() or folder_listing(out_dir) == []
 
 

@@ -94,15 +94,15 @@ def converted(tf_sources, tmp_path_factory):
 
 def test_the_weights_take_both_storage_paths(tf_sources):
     """The premise of the tests below: some weights are lifted out, some stay inline."""
-    from nhwc_onnx.frontends.base import FrontendOptions
     from nhwc_onnx.frontends.tensorflow import savedmodel
     from nhwc_onnx.frontends.tensorflow.reader import read_graphdef
+    from nhwc_onnx.options import ConvertOptions
 
     for fmt, src in tf_sources.items():
         if fmt == "pb":
             graph_def, _ = read_graphdef(src)
         else:
-            graph_def, *_ = savedmodel.load_frozen(str(src), FrontendOptions())
+            graph_def, *_ = savedmodel.load_frozen(str(src), ConvertOptions())
         tensors = [n.attr["value"].tensor for n in graph_def.node if n.op == "Const"]
         lifted = [t for t in tensors if t.external_length > 0]
         inline = [t for t in tensors if t.external_length == 0 and

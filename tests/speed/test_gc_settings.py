@@ -76,14 +76,14 @@ def test_the_library_leaves_the_collector_alone(tmp_path):
 _CYCLES_OF_A_CONVERSION = textwrap.dedent("""
     import gc, json, sys
     from nhwc_onnx import api
-    from nhwc_onnx.frontends.base import FrontendOptions
+    from nhwc_onnx.options import ConvertOptions
     from nhwc_onnx.ir import DeferredArray, Value
     source, weights, out = sys.argv[1:]
     gc.collect()
     gc.disable()
     gc.set_debug(gc.DEBUG_SAVEALL)
     # Kept alive: the converted model itself is a graph of cycles, freed when dropped.
-    result = api.convert(source, out, options=FrontendOptions(weights=weights or None))
+    result = api.convert(source, out, options=ConvertOptions(weights=weights or None))
     gc.collect()
     held = [type(o).__name__ for o in gc.garbage
             if isinstance(o, DeferredArray) or (isinstance(o, Value) and o.const is not None)]
@@ -107,14 +107,13 @@ def test_no_weight_waits_for_the_cycle_collector(tmp_path, source, weights):
 _BATCH_OF_THREE = textwrap.dedent("""
     import gc, json, sys
     from nhwc_onnx import batch, cli
-    from nhwc_onnx.frontends.base import FrontendOptions
+    from nhwc_onnx.options import ConvertOptions
     from nhwc_onnx.ir import Graph
     source, out_dir = sys.argv[1:]
     cli._collect_garbage_less_often()
     alive = []
     for i in range(3):
-        outcome = batch.convert_one(source, f"{out_dir}/m{i}.onnx", None, FrontendOptions(), {},
-                                    False, 1e-4, 1e-4)
+        outcome = batch.convert_one(source, f"{out_dir}/m{i}.onnx", ConvertOptions())
         assert outcome.status == "ok", outcome
         alive.append(sum(isinstance(o, Graph) for o in gc.get_objects()))
     print(json.dumps({"graphs_alive_after_each": alive}))
@@ -132,21 +131,21 @@ _CUT_ATTEMPTS = textwrap.dedent("""
     import gc, json, sys
     from nhwc_onnx import api, cli, cut
     from nhwc_onnx.errors import UnsupportedOpError
-    from nhwc_onnx.frontends.base import FrontendOptions
+    from nhwc_onnx.options import ConvertOptions
     from nhwc_onnx.ir import Graph
     source = sys.argv[1]
     cli._collect_garbage_less_often()
     try:
-        api.convert(source, exact_cut=False)
+        api.convert(source, options=ConvertOptions(exact_cut=False))
     except UnsupportedOpError as exc:
         error = exc
     alive = []
 
     def try_convert(options):
         alive.append(sum(isinstance(o, Graph) for o in gc.get_objects()))
-        api.convert(source, options=options, exact_cut=False)
+        api.convert(source, options=options.replace(exact_cut=False))
 
-    found = cut.suggest(source, "onnx", FrontendOptions(), error, try_convert)
+    found = cut.suggest(source, "onnx", ConvertOptions(), error, try_convert)
     print(json.dumps({"outputs": found.outputs, "graphs_alive_at_each_attempt": alive}))
 """)
 

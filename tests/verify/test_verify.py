@@ -6,7 +6,7 @@ import pytest
 
 import nhwc_onnx
 from nhwc_onnx.errors import VerificationError
-from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.verification.compare import compare, to_converted_layout, to_source_layout
 
 CAFFE_NET = """
@@ -54,7 +54,7 @@ def test_layout_helpers_are_inverse():
 def test_caffe_with_random_weights_matches_opencv(tmp_path):
     proto = tmp_path / "tiny.prototxt"
     proto.write_text(CAFFE_NET)
-    options = FrontendOptions(weights="random", seed=3)
+    options = ConvertOptions(weights="random", seed=3)
     result = nhwc_onnx.convert(proto, tmp_path / "tiny.onnx", options=options)
     report = nhwc_onnx.verify(proto, result.model, options=options, seed=5)
     assert report.ok, report.to_dict()
@@ -66,7 +66,7 @@ def test_caffe_with_random_weights_matches_opencv(tmp_path):
 def test_verification_error_when_the_model_is_wrong(tmp_path):
     proto = tmp_path / "tiny.prototxt"
     proto.write_text(CAFFE_NET)
-    options = FrontendOptions(weights="random", seed=3)
+    options = ConvertOptions(weights="random", seed=3)
     result = nhwc_onnx.convert(proto, None, options=options)
     dense = next(n for n in result.model.graph.nodes if n.op == "Dense")
     bias = dense.inputs[2]

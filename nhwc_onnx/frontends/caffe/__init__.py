@@ -1,6 +1,7 @@
 """Caffe frontend: a deploy .prototxt (+ .caffemodel) -> core-op Model in Caffe's NCHW layout.
 
-``load(path, options)`` is the entry point; ``REGISTRY`` lists the supported layer types.
+``load(path, options)`` is the entry point; ``REGISTRY`` lists the supported layer types
+(the parts every frontend provides: ``nhwc_onnx.frameworks``).
 """
 from __future__ import annotations
 
@@ -8,4 +9,11 @@ from . import ops_activation, ops_conv, ops_input, ops_norm, ops_resize, ops_ten
 from .loader import load, random_weights
 from .registry import REGISTRY
 
-__all__ = ["REGISTRY", "load", "random_weights"]
+
+def recognises(path) -> bool:
+    """A deploy .prototxt is text that many files resemble: never guessed from the content
+    (a Caffe net is named by its suffix)."""
+    return False
+
+
+__all__ = ["REGISTRY", "load", "random_weights", "recognises"]

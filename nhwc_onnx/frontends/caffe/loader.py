@@ -9,7 +9,8 @@ import numpy as np
 
 from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem, UnsupportedOpError
 from ...ir import Graph, Model
-from ..base import Converter, FrontendOptions, convert_nodes, sort_problems
+from ...options import ConvertOptions
+from ..base import Converter, convert_nodes, sort_problems
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder
 from .prototxt import inference_layers, read_prototxt
@@ -59,7 +60,7 @@ def _net_inputs(b: CaffeBuilder, net: pb.NetParameter) -> None:
         b.define_input(name, b.resolve_input_shape(name, shape, "net input"))
 
 
-def _convert(path: str, options: FrontendOptions, weights_option: str | None
+def _convert(path: str, options: ConvertOptions, weights_option: str | None
              ) -> tuple[Model, WeightSource]:
     net = read_prototxt(path)
     layers = inference_layers(net)
@@ -131,7 +132,7 @@ def _layers_for(layers: list[pb.LayerParameter], outputs: list[str]) -> list[pb.
     return list(reversed(keep))
 
 
-def _outputs(b: CaffeBuilder, options: FrontendOptions) -> list:
+def _outputs(b: CaffeBuilder, options: ConvertOptions) -> list:
     if options.outputs:
         outs = []
         for name in options.outputs:
@@ -147,18 +148,18 @@ def _outputs(b: CaffeBuilder, options: FrontendOptions) -> list:
     return outs
 
 
-def load(path: str | os.PathLike, options: FrontendOptions | None = None) -> Model:
+def load(path: str | os.PathLike, options: ConvertOptions | None = None) -> Model:
     """Convert a deploy prototxt (+ ``options.weights``: a .caffemodel path or "random")."""
-    options = options or FrontendOptions()
+    options = options or ConvertOptions()
     weights = os.fspath(options.weights) if options.weights else None
     model, _ = _convert(os.fspath(path), options, weights)
     return model
 
 
-def random_weights(path: str | os.PathLike, options: FrontendOptions | None = None
+def random_weights(path: str | os.PathLike, options: ConvertOptions | None = None
                    ) -> tuple[Model, dict[str, list[np.ndarray]]]:
     """Convert with seeded random weights and also return them per layer (to write a
     .caffemodel for another runtime)."""
-    options = options or FrontendOptions()
+    options = options or ConvertOptions()
     model, weights = _convert(os.fspath(path), options, "random")
     return model, weights.generated

@@ -9,18 +9,31 @@ static shapes (folded here only because a core attribute needs the number).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from ...errors import InvalidAttributeError
-from ...ir import CORE, Node, Value
+from ...ir import CORE, Graph, Node, Value
 from ..base import Refusal
 
-if TYPE_CHECKING:
-    from .importer import OnnxImporter
+
+class ImportedGraph(Protocol):
+    """What a node's context reads from the importer converting its graph (``OnnxImporter``):
+    the values made so far, folded constants and known shapes."""
+
+    graph: Graph
+    used_names: set[str]
+
+    def value(self, name: str) -> Value: ...
+
+    def fold(self, name: str) -> np.ndarray | None: ...
+
+    def static_shape(self, name: str) -> tuple | None: ...
+
+    def known_rank_shape(self, name: str) -> tuple | None: ...
 
 
 # Attributes without effect on inference results (training, legacy bookkeeping).
@@ -44,7 +57,7 @@ def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:
 
 
 class NodeCtx:
-    def __init__(self, importer: OnnxImporter, proto: onnx.NodeProto, name: str, version: int):
+    def __init__(self, importer: ImportedGraph, proto: onnx.NodeProto, name: str, version: int):
         self.importer = importer
         self.proto = proto
         self.name = name

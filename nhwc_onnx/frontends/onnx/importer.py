@@ -10,8 +10,9 @@ from onnx import numpy_helper
 from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem
 from ...ir import CORE, NCHW, Graph, Model, Value
 from ...ir.input_shapes import find_override, input_shape
+from ...options import ConvertOptions
 from ...schemas.base import CORE_OPS, check_attr_value
-from ..base import Converter, FrontendOptions, OpRegistry, Refusal, convert_nodes
+from ..base import Converter, OpRegistry, Refusal, convert_nodes
 from .context import NodeCtx
 from .folding import ShapeFolder
 from .structure import (
@@ -27,9 +28,11 @@ MAX_ELEMENTS = 1 << 31  # a graph input larger than this is an absurd shape, not
 
 
 class OnnxImporter:
-    def __init__(self, proto: onnx.ModelProto, options: FrontendOptions, registry: OpRegistry,
-                 source_file: str = "", external: dict | None = None):
+    def __init__(self, proto: onnx.ModelProto, options: ConvertOptions, registry: OpRegistry,
+                 source_file: str = "", external: dict | None = None, *,
+                 float32_only: bool = True):
         self.proto = proto
+        self.float32_only = float32_only
         self.external = external or {}  # initializers read from external data, by name
         self.options = options
         self.registry = registry
@@ -127,7 +130,7 @@ class OnnxImporter:
                 self.consts[init.name] = numpy_helper.to_array(init)
             except Exception as exc:  # onnx raises assorted types on corrupt tensors
                 raise InvalidModelError(f"initializer '{init.name}' cannot be read: {exc}") from exc
-        for name, array in (self.options.extra.get("constant_inputs") or {}).items():
+        for name, array in self.options.constant_inputs.items():
             try:
                 array = np.asarray(array)
             except ValueError:
@@ -202,7 +205,7 @@ class OnnxImporter:
                 self.values[out] = value
 
     def _convert(self, order: list[onnx.NodeProto], names: dict[int, str]) -> None:
-        problems = self._dtype_problems() if self.options.extra.get("float32_only", True) else []
+        problems = self._dtype_problems() if self.float32_only else []
         convert_nodes(order, self.registry, "onnx", lambda node: (names[id(node)], node.op_type),
                       lambda converter, node: self._convert_node(converter, node, names),
                       problems=problems)
@@ -222,7 +225,7 @@ class OnnxImporter:
 
     def _dtype_problems(self) -> list[NodeProblem]:
         """The dialect computes in float32 only: say so for other graph inputs and outputs
-        (``extra["float32_only"] = False`` keeps them, to test the core graph alone)."""
+        (``float32_only=False`` keeps them, to test the core graph alone)."""
         problems = [
             NodeProblem(v.name, "graph input", f"element type {v.dtype}: the dialect computes "
                         "in float32 only (pin non-float inputs as constants if they are)")

@@ -7,17 +7,17 @@ import os
 
 from ...errors import ModelLoadError
 from ...ir import Model
+from ...options import ConvertOptions
 from ...safe_io import stat_regular
-from ..base import FrontendOptions
 from .loader import convert_graphdef, load_file
 from .registry import REGISTRY
 
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 
 
-def load(path: str | os.PathLike, options: FrontendOptions | None = None) -> Model:
+def load(path: str | os.PathLike, options: ConvertOptions | None = None) -> Model:
     """Load a TensorFlow model as a core-op Model in TensorFlow's own layout."""
-    options = options or FrontendOptions()
+    options = options or ConvertOptions()
     text = os.fspath(path)
     if os.path.isdir(text) or text.lower().endswith(KERAS_SUFFIXES):
         from .savedmodel import check_keras_archive, load_frozen
@@ -37,4 +37,15 @@ def load(path: str | os.PathLike, options: FrontendOptions | None = None) -> Mod
     return load_file(text, options)
 
 
-__all__ = ["REGISTRY", "convert_graphdef", "load"]
+def recognises(path: str | os.PathLike) -> bool:
+    """Whether the file reads as a GraphDef (binary or text) with nodes."""
+    from .reader import read_graphdef
+
+    try:
+        read_graphdef(path)
+    except Exception:  # noqa: BLE001 - any failure means: not a GraphDef
+        return False
+    return True
+
+
+__all__ = ["KERAS_SUFFIXES", "REGISTRY", "convert_graphdef", "load", "recognises"]

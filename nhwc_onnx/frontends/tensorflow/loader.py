@@ -11,7 +11,8 @@ import os
 from ...errors import InvalidModelError
 from ...ir import NCHW, NHWC, Graph, Model, Value
 from ...ir.input_shapes import find_override, input_shape
-from ..base import Converter, FrontendOptions, convert_nodes
+from ...options import ConvertOptions
+from ..base import Converter, convert_nodes
 from . import (  # noqa: F401  (importing registers the converters)
     ops_array,
     ops_extra,
@@ -30,12 +31,12 @@ FRAMEWORK = "tensorflow"
 MAX_DIM = 1 << 31  # larger dimensions are corrupt files, not models
 
 
-def load_file(path: str | os.PathLike, options: FrontendOptions) -> Model:
+def load_file(path: str | os.PathLike, options: ConvertOptions) -> Model:
     graph_def, buffer = read_graphdef(path)
     return convert_graphdef(graph_def, options, os.path.basename(os.fspath(path)), buffer)
 
 
-def convert_graphdef(graph_def, options: FrontendOptions, source_file: str,
+def convert_graphdef(graph_def, options: ConvertOptions, source_file: str,
                      buffer=None) -> Model:
     """Convert a parsed GraphDef; ``buffer`` holds weights lifted out of it (wire.py)."""
     prepared = prepare(graph_def, options.inputs, options.outputs, buffer)

@@ -8,7 +8,7 @@ import os
 import sys
 
 from ...errors import MissingDependencyError, ModelLoadError
-from ..base import FrontendOptions
+from ...options import ConvertOptions
 from .reader import parse_graphdef_bytes
 
 
@@ -104,7 +104,7 @@ def _first_line(exc: Exception) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def load_frozen(path: str, options: FrontendOptions):
+def load_frozen(path: str, options: ConvertOptions):
     """(GraphDef, weight buffer, label, options naming the function's outputs) for a SavedModel
     directory or a Keras file."""
     if not os.path.exists(path):

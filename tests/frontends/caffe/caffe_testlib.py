@@ -7,10 +7,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.caffe import caffe_pb2 as pb
 from nhwc_onnx.frontends.caffe import load, random_weights
 from nhwc_onnx.ir import Model
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.reference import run_core
 
 
@@ -46,11 +46,11 @@ def make_net(tmp_path: Path, prototxt: str, seed: int = 0, name: str = "net",
     loaded back from those two files."""
     proto = tmp_path / f"{name}.prototxt"
     proto.write_text(prototxt)
-    opts = FrontendOptions(seed=seed, input_shapes=dict(input_shapes or {}))
+    opts = ConvertOptions(seed=seed, input_shapes=dict(input_shapes or {}))
     _, blobs = random_weights(proto, opts)
     weights = tmp_path / f"{name}.caffemodel"
     write_caffemodel_pb(weights, blobs, layer_types(prototxt))
-    model = load(proto, FrontendOptions(weights=str(weights),
+    model = load(proto, ConvertOptions(weights=str(weights),
                                         input_shapes=dict(input_shapes or {})))
     return proto, weights, model
 
@@ -119,10 +119,10 @@ def run_with_blobs(tmp_path: Path, prototxt: str, seed: int = 0
     producing layer name) for checks against numpy formulas."""
     proto = tmp_path / "net.prototxt"
     proto.write_text(prototxt)
-    _, blobs = random_weights(proto, FrontendOptions(seed=seed))
+    _, blobs = random_weights(proto, ConvertOptions(seed=seed))
     weights = tmp_path / "net.caffemodel"
     write_caffemodel_pb(weights, blobs, layer_types(prototxt))
-    model = load(proto, FrontendOptions(weights=str(weights)))
+    model = load(proto, ConvertOptions(weights=str(weights)))
     feeds = random_feeds(model, seed + 1)
     ours = run_core(model, feeds)
     by_layer = {v.meta["source_layer"]: ours[v.name] for v in model.graph.outputs}

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from nhwc_onnx.errors import InvalidModelError, ModelLoadError, NhwcOnnxError
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.caffe import load
 from nhwc_onnx.frontends.caffe.writer import write_caffemodel
+from nhwc_onnx.options import ConvertOptions
 from tests.frontends.caffe.test_layers_opencv import layer, net
 
 CONV = "convolution_param { num_output: 4 kernel_size: 3 }"
@@ -35,7 +35,7 @@ def files(tmp_path):
 
 
 def _load(proto, weights):
-    return load(proto, FrontendOptions(weights=str(weights)))
+    return load(proto, ConvertOptions(weights=str(weights)))
 
 
 def _one_line(err: Exception) -> str:
@@ -115,7 +115,7 @@ def test_prototxt_syntax_error_names_the_line(tmp_path):
     proto = tmp_path / "bad.prototxt"
     proto.write_text(TEXT.replace('num_output: 5', 'num_output: 5 }}'))
     with pytest.raises(ModelLoadError) as info:
-        load(proto, FrontendOptions(weights="random"))
+        load(proto, ConvertOptions(weights="random"))
     line = TEXT.splitlines().index(next(x for x in TEXT.splitlines() if "num_output: 5" in x)) + 1
     assert f"line {line}" in _one_line(info.value)
 
@@ -125,7 +125,7 @@ def test_unknown_field_is_reported_not_dropped(tmp_path):
     text = TEXT.replace("kernel_size: 3", "kernel_size: 3\n  kernel_sise: 3")
     proto.write_text(text)
     with pytest.raises(ModelLoadError) as info:
-        load(proto, FrontendOptions(weights="random"))
+        load(proto, ConvertOptions(weights="random"))
     message = _one_line(info.value)
     line = next(i for i, x in enumerate(text.splitlines(), 1) if "kernel_sise" in x)
     assert "kernel_sise" in message and f"line {line}," in message
@@ -134,7 +134,7 @@ def test_unknown_field_is_reported_not_dropped(tmp_path):
 def test_missing_files(tmp_path, files):
     proto, _weights = files
     with pytest.raises(ModelLoadError, match="prototxt .*nope.prototxt: no such file"):
-        load(tmp_path / "nope.prototxt", FrontendOptions(weights="random"))
+        load(tmp_path / "nope.prototxt", ConvertOptions(weights="random"))
     with pytest.raises(ModelLoadError, match="caffemodel .*nope.caffemodel: no such file"):
         _load(proto, tmp_path / "nope.caffemodel")
 
@@ -145,31 +145,31 @@ def test_prototxt_that_is_not_one(tmp_path, content):
     proto = tmp_path / "x.prototxt"
     proto.write_bytes(content)
     with pytest.raises(NhwcOnnxError) as info:
-        load(proto, FrontendOptions(weights="random"))
+        load(proto, ConvertOptions(weights="random"))
     _one_line(info.value)
 
 
 def test_weights_required_without_caffemodel(files):
     proto, _ = files
     with pytest.raises(InvalidModelError, match="--weights random"):
-        load(proto, FrontendOptions())
+        load(proto, ConvertOptions())
 
 
 def test_missing_input_shape(tmp_path):
     proto = tmp_path / "n.prototxt"
     proto.write_text('input: "data"\n' + layer("r", "ReLU", ["data"], ["r"]))
     with pytest.raises(InvalidModelError, match="--input-shape"):
-        load(proto, FrontendOptions(weights="random"))
+        load(proto, ConvertOptions(weights="random"))
 
 
 def test_absurd_shapes(tmp_path):
     proto = tmp_path / "n.prototxt"
     proto.write_text(net(layer("r", "ReLU", ["data"], ["r"]), shape=(1, 3, -4, 5)))
     with pytest.raises(InvalidModelError, match="invalid shape"):
-        load(proto, FrontendOptions(weights="random"))
+        load(proto, ConvertOptions(weights="random"))
     proto.write_text(net(layer("r", "ReLU", ["data"], ["r"]), shape=(1, 3, 1 << 40, 5)))
     with pytest.raises(InvalidModelError, match="invalid shape"):
-        load(proto, FrontendOptions(weights="random"))
+        load(proto, ConvertOptions(weights="random"))
 
 
 def test_reshape_count_mismatch(tmp_path):
@@ -177,35 +177,35 @@ def test_reshape_count_mismatch(tmp_path):
     proto.write_text(net(layer("r", "Reshape", ["data"], ["r"],
                                "reshape_param { shape { dim: 2 dim: 5 } }")))
     with pytest.raises(InvalidModelError, match="changes the count"):
-        load(proto, FrontendOptions(weights="random"))
+        load(proto, ConvertOptions(weights="random"))
 
 
 def test_bottom_without_producer(tmp_path):
     proto = tmp_path / "n.prototxt"
     proto.write_text(net(layer("r", "ReLU", ["nothing"], ["r"])))
     with pytest.raises(InvalidModelError, match="'nothing'"):
-        load(proto, FrontendOptions(weights="random"))
+        load(proto, ConvertOptions(weights="random"))
 
 
 def test_unknown_requested_input_or_output(tmp_path):
     proto = tmp_path / "n.prototxt"
     proto.write_text(TEXT)
     with pytest.raises(InvalidModelError, match="not inputs"):
-        load(proto, FrontendOptions(weights="random", inputs=["nope"]))
+        load(proto, ConvertOptions(weights="random", inputs=["nope"]))
     with pytest.raises(InvalidModelError, match="^requested output.s. nope are not blobs"):
-        load(proto, FrontendOptions(weights="random", outputs=["nope"]))
-    model = load(proto, FrontendOptions(weights="random", outputs=["conv1"]))
+        load(proto, ConvertOptions(weights="random", outputs=["nope"]))
+    model = load(proto, ConvertOptions(weights="random", outputs=["conv1"]))
     assert [v.name for v in model.graph.outputs] == ["conv1"]
     # with the input declared by an Input layer, an unknown output is still named as such
     # (it used to keep no layer at all, and the net seemed to declare no inputs)
     input_layer = ('layer { name: "data" type: "Input" top: "data" '
                    'input_param { shape { dim: 2 dim: 3 dim: 11 dim: 9 } } }\n')
     proto.write_text(input_layer + TEXT.split("\n", 2)[2])
-    assert [v.name for v in load(proto, FrontendOptions(weights="random")).graph.inputs] == [
+    assert [v.name for v in load(proto, ConvertOptions(weights="random")).graph.inputs] == [
         "data"]
     with pytest.raises(InvalidModelError,
                        match="^requested output.s. nope, nix are not blobs of this net$"):
-        load(proto, FrontendOptions(weights="random", outputs=["conv1", "nope", "nix"]))
+        load(proto, ConvertOptions(weights="random", outputs=["conv1", "nope", "nix"]))
 
 
 @pytest.mark.parametrize(("content", "what"), [
@@ -237,7 +237,7 @@ def test_random_weights_have_a_budget(tmp_path):
     proto = tmp_path / "n.prototxt"
     proto.write_text(TEXT.replace("num_output: 4 ", "num_output: 2147483647 "))
     with pytest.raises(InvalidModelError, match="GiB of random weights"):
-        load(proto, FrontendOptions(weights="random"))
+        load(proto, ConvertOptions(weights="random"))
 
 
 def test_absurd_layer_output_is_refused(tmp_path):
@@ -246,7 +246,7 @@ def test_absurd_layer_output_is_refused(tmp_path):
                                "convolution_param { num_output: 2 kernel_size: 1 "
                                "stride: 1000000 }")))
     with pytest.raises(InvalidModelError, match="absurd"):
-        load(proto, FrontendOptions(weights="random"))
+        load(proto, ConvertOptions(weights="random"))
 
 
 def test_blob_field_with_the_wrong_wire_type(files):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from nhwc_onnx.errors import UnsupportedOpError
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.base import PassContext
 from nhwc_onnx.passes.pipeline import to_dialect
 from nhwc_onnx.runtime import run
@@ -22,7 +23,7 @@ from tests.frontends.caffe.test_layers_opencv import CASES, layer, net
 
 def run_dialect(model, feeds: dict[str, np.ndarray], keep_layout=()) -> list[np.ndarray]:
     """Convert in place, feed NHWC inputs, return outputs permuted back to Caffe's layout."""
-    to_dialect(model, PassContext(options={"keep_layout": list(keep_layout)}))
+    to_dialect(model, PassContext(options=ConvertOptions(keep_layout=keep_layout)))
     assert all(n.domain == "nhwc" for n in model.graph.nodes)
     nhwc = {}
     for name, x in feeds.items():

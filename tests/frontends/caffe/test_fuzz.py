@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 
 from nhwc_onnx.errors import NhwcOnnxError
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.caffe import load, random_weights
 from nhwc_onnx.frontends.caffe.writer import write_caffemodel
+from nhwc_onnx.options import ConvertOptions
 from tests.frontends.caffe.test_layers_opencv import layer, net
 
 TEXT = net(
@@ -27,7 +27,7 @@ CASES = 300
 def _outcome(proto: Path, weights: str) -> bool:
     """True when the mutated net converted; False when the frontend refused it."""
     try:
-        load(proto, FrontendOptions(weights=weights))
+        load(proto, ConvertOptions(weights=weights))
     except NhwcOnnxError as e:
         assert str(e).strip(), "an error without a message"
         return False
@@ -65,7 +65,7 @@ def test_mutated_prototxt(tmp_path):
 def test_mutated_caffemodel(tmp_path):
     proto = tmp_path / "f.prototxt"
     proto.write_text(TEXT)
-    _, blobs = random_weights(proto, FrontendOptions(seed=0))
+    _, blobs = random_weights(proto, ConvertOptions(seed=0))
     weights = tmp_path / "f.caffemodel"
     write_caffemodel(weights, [(name, "", b) for name, b in blobs.items()])
     good = weights.read_bytes()

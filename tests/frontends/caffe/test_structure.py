@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from nhwc_onnx.errors import UnsupportedOpError
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.caffe import REGISTRY, load
 from nhwc_onnx.frontends.caffe.writer import encode_v1_layer, write_caffemodel
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.reference import run_core
 from tests.frontends.caffe.caffe_testlib import (
     compare_with_opencv,
@@ -69,7 +69,7 @@ def test_unsupported_layers_are_listed_at_once(tmp_path):
     path = tmp_path / "bad.prototxt"
     path.write_text(text)
     with pytest.raises(UnsupportedOpError) as info:
-        load(path, FrontendOptions(weights="random"))
+        load(path, ConvertOptions(weights="random"))
     problems = info.value.problems
     assert [p.node for p in problems] == ["norm1", "norm2", "py", "pool", "up"]
     message = str(info.value)
@@ -92,7 +92,7 @@ def _bn_net(tmp_path, factor: float):
     weights = tmp_path / "bn.caffemodel"
     write_caffemodel_pb(weights, {"bn": [mean, var, np.array([factor], np.float32)]},
                         {"data": "Input", "bn": "BatchNorm"})
-    model = load(proto, FrontendOptions(weights=str(weights)))
+    model = load(proto, ConvertOptions(weights=str(weights)))
     feeds = random_feeds(model)
     (out,) = run_core(model, feeds).values()
     return proto, weights, feeds, out, mean, var
@@ -177,8 +177,8 @@ def test_legacy_nets_convert_to_the_modern_model(tmp_path, legacy):
     # Old snapshots store 4-D blobs through the legacy num/channels/height/width fields.
     old_weights.write_bytes(encode_v1_layer("conv1", 4, [conv_w, conv_b])
                             + encode_v1_layer("fc", 14, [fc_w, fc_b]))
-    modern = load(modern_proto, FrontendOptions(weights=str(modern_weights)))
-    old = load(old_proto, FrontendOptions(weights=str(old_weights)))
+    modern = load(modern_proto, ConvertOptions(weights=str(modern_weights)))
+    old = load(old_proto, ConvertOptions(weights=str(old_weights)))
     assert _signature(old) == _signature(modern)
     feeds = random_feeds(modern)
     a, b = run_core(modern, feeds), run_core(old, feeds)
@@ -198,7 +198,7 @@ def test_data_layer_transform_param_is_recorded(tmp_path):
             + layer("conv1", "Convolution", ["data"], ["conv1"], CONV))
     path = tmp_path / "train_val.prototxt"
     path.write_text(text)
-    model = load(path, FrontendOptions(weights="random", input_shapes={"data": [2, 3, 7, 7]}))
+    model = load(path, ConvertOptions(weights="random", input_shapes={"data": [2, 3, 7, 7]}))
     (pre,) = json.loads(model.metadata["preprocessing"])
     assert pre["scale"] == pytest.approx(0.017) and pre["mirror"] is True
     assert pre["mean_value"] == [104, 117, 123] and pre["crop_size"] == 7
@@ -209,7 +209,7 @@ def test_random_weights_are_seeded(tmp_path):
     path = tmp_path / "n.prototxt"
     path.write_text(net(layer("conv1", "Convolution", ["data"], ["conv1"], CONV)))
     def weights(seed):
-        m = load(path, FrontendOptions(weights="random", seed=seed))
+        m = load(path, ConvertOptions(weights="random", seed=seed))
         return m.graph.nodes[0].inputs[1].const
     np.testing.assert_array_equal(weights(3), weights(3))
     assert not np.array_equal(weights(3), weights(4))
@@ -218,10 +218,10 @@ def test_random_weights_are_seeded(tmp_path):
 def test_input_shape_override_and_batch(tmp_path):
     path = tmp_path / "n.prototxt"
     path.write_text(net(layer("conv1", "Convolution", ["data"], ["conv1"], CONV)))
-    m = load(path, FrontendOptions(weights="random", input_shapes={"data": [1, 3, 13, 17]}))
+    m = load(path, ConvertOptions(weights="random", input_shapes={"data": [1, 3, 13, 17]}))
     assert m.graph.inputs[0].shape == (1, 3, 13, 17)
     assert m.graph.outputs[0].shape == (1, 4, 13, 17)
-    m = load(path, FrontendOptions(weights="random", batch=5))
+    m = load(path, ConvertOptions(weights="random", batch=5))
     assert m.graph.inputs[0].shape == (5, 3, 11, 9)
 
 
@@ -231,4 +231,4 @@ def test_pooling_window_outside_the_input_is_refused(tmp_path):
                               "pooling_param { pool: MAX kernel_size: 1 stride: 4 }"),
                         shape=(1, 3, 6, 9)))
     with pytest.raises(UnsupportedOpError, match="outside the input"):
-        load(path, FrontendOptions(weights="random"))
+        load(path, ConvertOptions(weights="random"))

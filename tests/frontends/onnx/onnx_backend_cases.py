@@ -2,7 +2,7 @@
 
 Policy for graph inputs that the frontend needs as constants (ONNX test cases feed weights,
 shapes, axes, scales ... as inputs): first try with only non-float inputs pinned as constants
-(``extra["constant_inputs"]``); if that is refused, pin every input but the first. The stored
+(``ConvertOptions.constant_inputs``); if that is refused, pin every input but the first. The stored
 input values are used either way, so the numbers compared are the test's own.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ import onnx
 from onnx import numpy_helper
 
 from nhwc_onnx.errors import ConversionBugError, NhwcOnnxError, UnsupportedOpError
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.onnx import load_proto
+from nhwc_onnx.options import ConvertOptions
 
 TOLERANCE = 1e-4
 
@@ -93,10 +93,9 @@ def run_case(proto: onnx.ModelProto, inputs: list, outputs: list,
     bug = ""
     inputs, outputs = as_arrays(inputs), as_arrays(outputs)
     for pinned, keep in _with_keep_layout(_attempts(proto, inputs)):
-        options = FrontendOptions(extra={"constant_inputs": pinned,
-                                         "float32_only": float32_only})
+        options = ConvertOptions(constant_inputs=pinned)
         try:
-            model = load_proto(proto, options)
+            model = load_proto(proto, options, float32_only=float32_only)
             names = [v.name for v in model.graph.inputs]
             arrays = dict(zip(graph_input_names(proto), inputs))
             feeds = {n: arrays[n] for n in names}
@@ -209,7 +208,7 @@ def execute_pipeline(model, feeds, keep_layout=()):
     from nhwc_onnx.passes.pipeline import to_dialect
     from nhwc_onnx.runtime import run
 
-    to_dialect(model, PassContext(options={"keep_layout": list(keep_layout)}))
+    to_dialect(model, PassContext(options=ConvertOptions(keep_layout=keep_layout)))
     perms = model.io_permutations
     ours = {n: np.transpose(a, perms[n]) if perms.get(n) else a for n, a in feeds.items()}
     results = run(model, ours)

@@ -6,8 +6,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.onnx import load_proto
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.reference import run_core
 
 ORT_IR_VERSION = 8  # onnxruntime 1.31 rejects the IR version onnx 1.23 writes by default
@@ -40,7 +40,7 @@ def run_ort(model: onnx.ModelProto, feeds: dict) -> dict:
 
 
 def convert(model: onnx.ModelProto, **options):
-    return load_proto(model, FrontendOptions(**options))
+    return load_proto(model, ConvertOptions(**options))
 
 
 def random_feeds(model: onnx.ModelProto, seed: int = 0) -> dict:

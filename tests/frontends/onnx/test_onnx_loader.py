@@ -11,8 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import nhwc_onnx.frontends.onnx.loader as loader_module
 from nhwc_onnx.errors import InvalidModelError, ModelLoadError
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.onnx import load
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.reference import run_core
 from tests.frontends.onnx.onnx_helpers import convert, make_model, run_ort
 
@@ -164,7 +164,7 @@ def test_ir3_initializers_listed_as_inputs_are_constants():
 def test_load_from_path_sets_metadata(tmp_path):
     path = tmp_path / "net.onnx"
     path.write_bytes(_conv_relu().SerializeToString())
-    core = load(str(path), FrontendOptions())
+    core = load(str(path), ConvertOptions())
     assert core.metadata["source_framework"] == "onnx"
     assert core.metadata["source_file"] == "net.onnx"
 
@@ -202,7 +202,7 @@ def test_large_initializers_are_read_only_views_of_the_mapped_file(tmp_path):
     assert isinstance(base.obj if isinstance(base, memoryview) else base, mmap.mmap)
     # the conversion through the file computes what onnxruntime computes
     x = rng.standard_normal((1, 32, 9, 11)).astype(np.float32)
-    (got,) = run_core(load(str(path), FrontendOptions()), {"x": x}).values()
+    (got,) = run_core(load(str(path), ConvertOptions()), {"x": x}).values()
     np.testing.assert_allclose(got, run_ort(proto, {"x": x})["y"], rtol=1e-4, atol=1e-4)
 
 
@@ -212,4 +212,4 @@ def test_a_lifted_initializer_with_the_wrong_size_is_refused(tmp_path):
     path = tmp_path / "m.onnx"
     path.write_bytes(proto.SerializeToString())
     with pytest.raises(InvalidModelError, match="initializer 'w'.*declares dims"):
-        load(str(path), FrontendOptions())
+        load(str(path), ConvertOptions())

@@ -243,8 +243,8 @@ def test_a_graph_output_listed_twice_is_named():
 
 
 def test_tensor_declaring_more_elements_than_it_stores_is_refused_before_inference(tmp_path):
-    from nhwc_onnx.frontends.base import FrontendOptions
     from nhwc_onnx.frontends.onnx import load
+    from nhwc_onnx.options import ConvertOptions
 
     weight = helper.make_tensor("w", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])
     weight.dims[0] = 2**40  # declares 2^40 elements, stores 3
@@ -259,7 +259,7 @@ def test_tensor_declaring_more_elements_than_it_stores_is_refused_before_inferen
     path = tmp_path / "m.onnx"
     path.write_bytes(model.SerializeToString())
     with pytest.raises(InvalidModelError) as err:
-        load(str(path), FrontendOptions())
+        load(str(path), ConvertOptions())
     text = str(err.value)
     assert "initializer 'w' declares dims [1099511627776] but stores 3" in text
     assert "Constant node 'bias_const' declares dims [4] but stores 3" in text

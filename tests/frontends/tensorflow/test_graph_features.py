@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from nhwc_onnx.errors import InvalidModelError, ModelLoadError
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.tensorflow import load
 from nhwc_onnx.frontends.tensorflow.proto import tf_graph_pb2 as pb
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.reference import run_core
 from tests.frontends.tensorflow.tf_helpers import close, freeze, load_bytes, rand, spec, tf
 
@@ -138,20 +138,20 @@ def test_keras_file_and_saved_model(tmp_path):
     for filename in ("m.keras", "m.h5"):
         path = tmp_path / filename
         model.save(path)
-        converted = load(path, FrontendOptions())
+        converted = load(path, ConvertOptions())
         name = converted.graph.inputs[0].name
         close(run_core(converted, {name: x})[converted.graph.outputs[0].name], want)
         assert converted.metadata["source_file"] == filename
     export = tmp_path / "saved"
     model.export(str(export))
-    converted = load(export, FrontendOptions())
+    converted = load(export, ConvertOptions())
     feed = {converted.graph.inputs[0].name: x}
     close(run_core(converted, feed)[converted.graph.outputs[0].name], want)
     with pytest.raises(ModelLoadError, match="serving_default"):
-        load(export, FrontendOptions(signature="nope"))
+        load(export, ConvertOptions(signature="nope"))
     with pytest.raises(ModelLoadError, match="not a SavedModel"):
-        load(tmp_path, FrontendOptions())
+        load(tmp_path, ConvertOptions())
     broken = tmp_path / "broken.keras"
     broken.write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(ModelLoadError, match="broken.keras"):
-        load(broken, FrontendOptions())
+        load(broken, ConvertOptions())

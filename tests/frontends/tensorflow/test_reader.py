@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from nhwc_onnx.errors import InvalidModelError, ModelLoadError, UnsupportedOpError
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.tensorflow import load
 from nhwc_onnx.frontends.tensorflow.proto import tf_graph_pb2 as pb
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.reference import run_core
 from tests.frontends.tensorflow.tf_helpers import load_bytes, rand
 
@@ -84,7 +84,7 @@ def _bad(tmp_path, name: str, data: bytes):
     path = tmp_path / name
     path.write_bytes(data)
     with pytest.raises(ModelLoadError) as info:
-        load(path, FrontendOptions())
+        load(path, ConvertOptions())
     message = str(info.value)
     assert "\n" not in message and name in message
     return message
@@ -104,7 +104,7 @@ def test_bad_files_are_one_clear_line(tmp_path):
         zf.writestr("config.json", "{}")
     assert "ZIP" in _bad(tmp_path, "zipped.pb", archive.read_bytes())
     with pytest.raises(ModelLoadError):
-        load(tmp_path / "missing.pb", FrontendOptions())
+        load(tmp_path / "missing.pb", ConvertOptions())
 
 
 def test_structural_errors(tmp_path):
@@ -248,7 +248,7 @@ def test_mutated_graphs_raise_only_project_errors(tmp_path):
                 data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 6)))
         path.write_bytes(bytes(data))
         try:
-            load(path, FrontendOptions())
+            load(path, ConvertOptions())
         except NhwcOnnxError:
             pass
 

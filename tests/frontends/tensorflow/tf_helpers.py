@@ -8,8 +8,8 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.tensorflow import load
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.reference import run_core
 
 
@@ -45,7 +45,7 @@ def spec(shape, name="x", dtype=None):
 def load_bytes(tmp_path, data: bytes, name: str = "model.pb", **options):
     path = tmp_path / name
     path.write_bytes(data)
-    return load(path, FrontendOptions(**options))
+    return load(path, ConvertOptions(**options))
 
 
 def rand(*shape, seed=0, low=-1.0, high=1.0):
@@ -86,7 +86,7 @@ def run_dialect(model, feeds: dict, **pass_options) -> list:
     from nhwc_onnx.passes.pipeline import to_dialect
     from nhwc_onnx.runtime import run
 
-    to_dialect(model, PassContext(options=pass_options))
+    to_dialect(model, PassContext(options=ConvertOptions(**pass_options)))
     perms = model.io_permutations
     ours = {k: v.transpose(perms[k]) if k in perms else v for k, v in feeds.items()}
     outs = run(model, ours)

@@ -1,7 +1,5 @@
-"""Run a source model in its own framework's runtime (imported lazily, each in its extra).
-
-Each runner takes feeds and fetches by *source* tensor names and returns arrays by those names.
-"""
+"""A TensorFlow source in its own runtime (TensorFlow, the ``tf`` extra): what verification
+compares a conversion with. Feeds and fetches go by source tensor names ("name" or "name:0")."""
 from __future__ import annotations
 
 import os
@@ -10,46 +8,25 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MissingDependencyError, ModelLoadError
+from ...errors import MissingDependencyError, ModelLoadError
+from ...options import ConvertOptions
+from . import KERAS_SUFFIXES
 
 
-def run_source(
-    framework: str,
-    path: str,
-    feeds: Mapping[str, np.ndarray],
-    fetches: Sequence[str],
-    weights: str | None = None,
-    signature: str = "serving_default",
-) -> dict[str, np.ndarray]:
-    if framework == "onnx":
-        return run_onnx(path, feeds, fetches)
-    if framework == "tf":
-        return run_tensorflow(path, feeds, fetches, signature)
-    if framework == "caffe":
-        return run_caffe(path, weights, feeds, fetches)
-    raise ModelLoadError(f"no source runtime for framework '{framework}'")
+class SourceReference:
+    """A .pb runs as TensorFlow imports the file's own bytes; a Keras file or a SavedModel as
+    TensorFlow loads it (see ``run_tensorflow``)."""
 
+    def __init__(self, path: str, options: ConvertOptions):
+        self.path = path
+        self.signature = options.signature
 
-def run_onnx(path: str, feeds: Mapping[str, np.ndarray], fetches: Sequence[str]) -> dict:
-    try:
-        import onnxruntime as ort
-    except ImportError as exc:
-        raise MissingDependencyError("onnxruntime", "verify", "verifying an ONNX source") from exc
-    import onnx
+    def run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str]) -> dict:
+        return run_tensorflow(self.path, feeds, fetches, self.signature)
 
-    model = onnx.load(path)
-    model.ir_version = min(model.ir_version, 10)
-    outputs = {o.name for o in model.graph.output}
-    for name in fetches:
-        if name not in outputs:
-            model.graph.output.add().name = name  # expose an intermediate tensor
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    results = session.run(list(fetches), dict(feeds))
-    return dict(zip(fetches, results))
+    def tensor_names(self) -> set[str]:
+        """The nodes whose outputs ``run`` can fetch."""
+        return {n.name for n in tensorflow_graph_def(self.path, self.signature).node}
 
 
 def _tensor_name(name: str) -> str:
@@ -62,14 +39,13 @@ def _import_tensorflow():
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # its kernels have wrong strided convs
         import tensorflow as tf
     except ImportError as exc:
-        raise MissingDependencyError("tensorflow-cpu", "tf", "verifying a TensorFlow source") from exc
+        raise MissingDependencyError("tensorflow-cpu", "tf",
+                                     "verifying a TensorFlow source") from exc
     return tf
 
 
 def is_graphdef_file(path: str) -> bool:
     """What the TensorFlow frontend reads as a GraphDef (not a SavedModel or Keras file)."""
-    from ..frontends.tensorflow import KERAS_SUFFIXES
-
     return not os.path.isdir(path) and not str(path).lower().endswith(KERAS_SUFFIXES)
 
 
@@ -166,7 +142,7 @@ class _CallableReference:
 
 def _callable_reference(tf, path: str, signature: str) -> _CallableReference:
     """Loaded afresh on each call: a cached model could outlive edits to its files."""
-    from ..frontends.tensorflow import savedmodel
+    from . import savedmodel
 
     with savedmodel._quiet_native_stderr():
         if os.path.isdir(path):
@@ -182,22 +158,3 @@ def _callable_reference(tf, path: str, signature: str) -> _CallableReference:
                 return owner(xs[0] if len(xs) == 1 else list(xs), training=False)
 
         return _CallableReference(tf, function, call, owner)
-
-
-def run_caffe(
-    prototxt: str, caffemodel: str | None, feeds: Mapping[str, np.ndarray], fetches: Sequence[str]
-) -> dict:
-    try:
-        import cv2
-    except ImportError as exc:
-        raise MissingDependencyError("opencv-python-headless<5", "verify",
-                                     "verifying a Caffe source") from exc
-    if caffemodel is None:
-        raise ModelLoadError("running a Caffe model needs its .caffemodel (--weights)")
-    net = cv2.dnn.readNetFromCaffe(prototxt, caffemodel)
-    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
-    net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
-    for name, value in feeds.items():
-        net.setInput(np.ascontiguousarray(value, dtype=np.float32), name)
-    results = net.forward(list(fetches))
-    return {name: np.asarray(r) for name, r in zip(fetches, results)}

@@ -1,0 +1,157 @@
+"""What the commands share: the settings of the group, printing, value types and the option
+decorators of the commands that read a source model."""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .. import frameworks
+
+
+class Settings:
+    """The group's own options, as every command sees them (``click.pass_obj``)."""
+
+    __slots__ = ("debug", "verbosity")
+
+    def __init__(self, verbosity: int = 0, debug: bool = False):
+        self.verbosity = verbosity  # -1 quiet, 0 normal, 1+ verbose
+        self.debug = debug
+
+
+def echo(message: str = "", err: bool = False) -> None:
+    """Print one line and flush it, so stdout and stderr keep their order when both go to one
+    pipe; nothing when the stream is closed (started with that descriptor closed)."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        return
+    stream.write(f"{message}\n")
+    stream.flush()
+
+
+def progress(settings: Settings, message: str) -> None:
+    """A progress line, only for a person watching a terminal."""
+    if settings.verbosity >= 0 and sys.stderr.isatty():
+        echo(message, err=True)
+
+
+# -- value types --------------------------------------------------------------------------------
+
+
+class PathType(click.ParamType):
+    """A path, refused early only when it exists and is the wrong kind (the commands make every
+    other check themselves, before any work)."""
+
+    name = "path"
+
+    def __init__(self, *, file_okay: bool = True, dir_okay: bool = True):
+        self.file_okay, self.dir_okay = file_okay, dir_okay
+
+    def convert(self, value, param, ctx) -> str:
+        text = os.fspath(value)
+        if not self.dir_okay and os.path.isdir(text):
+            self.fail(f"'{text}' is a directory", param, ctx)
+        if not self.file_okay and os.path.exists(text) and not os.path.isdir(text):
+            self.fail(f"'{text}' is a file, not a folder", param, ctx)
+        return text
+
+
+class NonNegativeFloat(click.ParamType):
+    """A number >= 0 (a tolerance): not negative, not NaN."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx) -> float:
+        if isinstance(value, float):
+            number = value
+        else:
+            try:
+                number = float(value)
+            except ValueError:
+                self.fail(f"{value!r} is not a number", param, ctx)
+        if not number >= 0:  # NaN fails this too
+            self.fail(f"{value} is not a number >= 0", param, ctx)
+        return number
+
+
+FILE = PathType(dir_okay=False)
+FOLDER = PathType(file_okay=False)
+AT_LEAST_ONE = click.IntRange(min=1)
+
+
+def names_option(*decls: str, metavar: str, help: str):
+    """An option that may be given several times (a tuple of its values, in order)."""
+    return click.option(*decls, multiple=True, metavar=metavar, help=help)
+
+
+# -- options of the commands that read a source model -------------------------------------------
+
+
+def framework_option(*, extra: tuple[str, ...] = (), help: str):
+    return click.option("--framework", type=click.Choice([*frameworks.names(), *extra]),
+                        help=help)
+
+
+def source_options(command):
+    """--framework, --weights, --seed, --inputs, --outputs, --input-shape, --batch and
+    --signature: every command that reads a source model takes them (see ``convert_options``)."""
+    for decorate in reversed((
+        framework_option(help="Source framework (default: from the file extension)."),
+        click.option("--weights", metavar="FILE",
+                     help="Caffe: the .caffemodel, or 'random' for seeded random weights (to "
+                          "check convertibility without weights)."),
+        click.option("--seed", type=int, default=0, show_default=True, metavar="N",
+                     help="Seed for --weights random and for random verification inputs."),
+        click.option("--inputs", "input_names", metavar="NAMES",
+                     help="Graph input tensor names, comma separated."),
+        click.option("--outputs", "output_names", metavar="NAMES",
+                     help="Graph output tensor names, comma separated."),
+        click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D1,D2,...",
+                     help="Override an input's shape, in the source layout (repeatable)."),
+        click.option("--batch", type=AT_LEAST_ONE, metavar="N",
+                     help="Batch size for inputs with an unknown batch."),
+        click.option("--signature", default="serving_default", show_default=True,
+                     metavar="NAME", help="TensorFlow SavedModel signature."),
+    )):
+        command = decorate(command)
+    return command
+
+
+def tolerance_options(command):
+    """--atol and --rtol, the same for convert --verify and verify."""
+    command = click.option("--rtol", type=NonNegativeFloat(), default=1e-4, show_default=True,
+                           metavar="X", help="Relative tolerance of the comparison.")(command)
+    return click.option("--atol", type=NonNegativeFloat(), default=1e-4, show_default=True,
+                        metavar="X", help="Absolute tolerance of the comparison.")(command)
+
+
+def parse_shapes(values: tuple[str, ...]) -> dict[str, list[int]]:
+    """--input-shape NAME=D1,D2,... values as NAME -> dims."""
+    from ..errors import UsageError
+
+    shapes = {}
+    for item in values:
+        name, sep, dims = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise UsageError(f"'{item}': expected NAME=D1,D2,... (e.g. input=1,224,224,3)",
+                             param_hint="--input-shape") from None
+        if any(d <= 0 for d in shapes[name]):
+            raise UsageError(f"'{item}': every dimension must be positive",
+                             param_hint="--input-shape")
+    return shapes
+
+
+def convert_options(params: dict, **more):
+    """The ConvertOptions of a command's ``source_options`` (and ``more`` fields)."""
+    from ..options import ConvertOptions
+
+    return ConvertOptions(framework=params["framework"], inputs=params["input_names"],
+                          outputs=params["output_names"],
+                          input_shapes=parse_shapes(params["input_shapes"]),
+                          batch=params["batch"], weights=params["weights"], seed=params["seed"],
+                          signature=params["signature"], **more)

@@ -1,0 +1,254 @@
+"""``convert``, ``verify`` and ``info``: the commands that read source models.
+
+Like the rest of the command line they only parse options, call the library and print;
+errors become exit codes in the group (``nhwc_onnx.cli``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import EXIT_OK, EXIT_VERIFY_FAILED, UnsupportedOpError, UsageError
+from .common import (
+    AT_LEAST_ONE,
+    FILE,
+    FOLDER,
+    Settings,
+    convert_options,
+    echo,
+    framework_option,
+    names_option,
+    progress,
+    source_options,
+    tolerance_options,
+)
+
+
+@click.command()
+@click.argument("sources", nargs=-1, required=True,
+          help="Source models: .pb, .pbtxt, .keras, .h5, a SavedModel folder, .prototxt or "
+               ".onnx.")
+@click.option("-o", "--output", type=FILE, metavar="FILE",
+              help="Output .onnx file (one source).")
+@click.option("--output-dir", type=FOLDER, metavar="DIR",
+              help="Output folder (several sources: <dir>/<source name>.onnx).")
+@source_options
+@click.option("--domain", type=click.Choice(["nhwc", "default"]), default="nhwc",
+              show_default=True, help="Operator-set domain of dialect ops ('default' = '').")
+@click.option("--weights-as-constants", is_flag=True, help="Weights as Constant nodes.")
+@click.option("--allow-transpose", is_flag=True,
+              help="Insert a layout Transpose where NCHW semantics need one (warns per node).")
+@click.option("--approximate-padding", is_flag=True, hidden=True,
+              help="No effect: accepted so that old command lines still run (no rewrite "
+                   "approximates padding any more; see --strict).")
+@click.option("--strict", is_flag=True,
+              help="Refuse rounding-level rewrites too (x/c as x*(1/c), ...): bit-exact only.")
+@names_option("--keep-layout", metavar="NAME[,NAME]",
+              help="Keep these graph inputs/outputs in the source's axis order (not NHWC).")
+@click.option("--report", "report_path", metavar="PATH",
+              help="Write the conversion report as JSON (several sources: a folder that gets "
+                   "one <output name>.report.json per model).")
+@click.option("--verify", "do_verify", is_flag=True,
+              help="Run source and result on the same inputs and compare.")
+@click.option("--bisect", is_flag=True, help="With --verify: name the first diverging node.")
+@tolerance_options
+@click.option("--jobs", type=AT_LEAST_ONE, default=1, show_default=True, metavar="N",
+              help="Worker processes for several sources; capped at the number of sources and "
+                   "of usable CPUs.")
+@click.pass_obj
+def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
+            output_dir: str | None, report_path: str | None, do_verify: bool, bisect: bool,
+            atol: float, rtol: float, jobs: int, **params) -> None:
+    """Convert TensorFlow, Caffe or ONNX models to the NHWC dialect.
+
+    Nothing is written when a model cannot be converted exactly. Exit codes: 0 ok,
+    1 unsupported/invalid, 2 unreadable input, 3 verification failed.
+    """
+    options = convert_options(
+        params, domain=params["domain"], weights_as_constants=params["weights_as_constants"],
+        allow_transpose=params["allow_transpose"], strict=params["strict"],
+        keep_layout=",".join(params["keep_layout"]))
+    if len(sources) > 1 or output_dir:
+        if output:
+            raise UsageError("use --output-dir (not -o) with several sources")
+        if not output_dir:
+            raise UsageError("several sources need --output-dir")
+        raise SystemExit(_convert_many(settings, sources, Path(output_dir), options, jobs,
+                                       do_verify, atol, rtol, report_path))
+    if not output:
+        raise UsageError("missing -o/--output")
+    from ..api import VerifyBeforeWrite, source_files, write_report
+    from ..api import convert as api_convert
+    from ..outputs import plan_targets
+    from .progress import StageReporter, wanted
+
+    source = sources[0]
+    targets = [("output", Path(output))] + ([("report", Path(report_path))] if report_path else [])
+    plan_targets(targets, source_files(source, options))  # before the (long) conversion
+    stages = StageReporter(source, wanted(settings.verbosity < 0))
+    check = VerifyBeforeWrite(source, options, atol=atol, rtol=rtol, bisect=bisect,
+                              started=lambda: stages("verify")) if do_verify else None
+    try:
+        result = api_convert(source, output, options, progress=stages, before_write=check)
+    except UnsupportedOpError as exc:
+        if report_path:  # the refusal and the exact cut, for machines
+            from ..outputs import write_json
+
+            write_json(Path(report_path), refusal_report(source, exc), role="report")
+        raise
+    report = result.report
+    for w in report.warnings:
+        echo(f"Warning: {w}", err=True)
+    verification = check.report if check is not None else None
+    code = EXIT_VERIFY_FAILED if verification is not None and not verification.ok else EXIT_OK
+    if report_path:
+        write_report(Path(report_path), report, verification)
+    if settings.verbosity >= 0:
+        echo(format_report(report))
+        if verification is not None:
+            echo(format_verification(verification))
+    if code == EXIT_VERIFY_FAILED:
+        echo(f"Error: verification failed, so {output} was not written", err=True)
+    raise SystemExit(code)
+
+
+def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int,
+                  do_verify: bool, atol: float, rtol: float, report_path: str | None) -> int:
+    from ..batch import Verification, convert_many, exit_code, format_table
+    from .progress import BatchBar, wanted
+
+    report_dir = None
+    if report_path:
+        report_dir = Path(report_path)
+        if report_dir.suffix.lower() == ".json" or (report_dir.exists()
+                                                    and not report_dir.is_dir()):
+            raise UsageError(
+                f"with several sources --report takes a folder (one <output name>"
+                f".report.json per model), not the file '{report_path}'")
+    quiet = settings.verbosity < 0
+    bar = BatchBar(len(sources), wanted(quiet))
+    try:
+        outcomes = convert_many(
+            sources, out_dir, options, jobs=jobs, report_dir=report_dir,
+            verification=Verification(atol, rtol) if do_verify else None,
+            finished=lambda o: bar.finished(o.source, o.status, o.seconds,
+                                            o.message if o.status != "ok" else ""))
+    finally:
+        bar.close()
+    if not quiet or any(o.status != "ok" for o in outcomes):
+        echo(format_table(outcomes))
+    return exit_code(outcomes)
+
+
+@click.command()
+@click.argument("source", help="The source model, as given to convert.")
+@click.argument("converted", type=FILE, help="The dialect model converted from SOURCE.")
+@source_options
+@names_option("--input", "input_files", metavar="NAME=FILE.npy",
+              help="Input value in the source layout (default: seeded random).")
+@tolerance_options
+@click.option("--bisect", "--per-node", "bisect", is_flag=True,
+              help="When outputs differ, name the first node whose output diverges.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Human-readable report or JSON.")
+@click.pass_obj
+def verify(settings: Settings, source: str, converted: str, input_files: tuple[str, ...],
+           atol: float, rtol: float, bisect: bool, fmt: str, **params) -> None:
+    """Compare a converted model with its source on the same inputs (exit 3 if they differ)."""
+    from ..api import verify as api_verify
+    from ..npy import load_npy
+
+    options = convert_options(params)
+    feeds = None
+    if input_files:
+        feeds = {}
+        for item in input_files:
+            name, sep, file = item.partition("=")
+            if not sep:
+                raise UsageError(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
+            feeds[name] = load_npy(file)
+    progress(settings, "running both models ...")
+    report = api_verify(source, converted, options, feeds=feeds, atol=atol, rtol=rtol,
+                        bisect=bisect)
+    if fmt == "json":
+        import json
+
+        echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        echo(format_verification(report))
+    raise SystemExit(EXIT_OK if report.ok else EXIT_VERIFY_FAILED)
+
+
+@click.command()
+@click.argument("file", help="A source model or a dialect model.")
+@framework_option(extra=("dialect",),
+                  help="What FILE is (default: from its extension and content).")
+@click.option("--weights", metavar="FILE", help="Caffe: the .caffemodel (or 'random').")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Human-readable summary or JSON.")
+def info(file: str, framework: str | None, weights: str | None, fmt: str) -> None:
+    """Inputs, outputs, op histogram, parameter count and size of any supported file."""
+    from ..api import info as api_info
+    from ..options import ConvertOptions
+
+    dialect = True if framework == "dialect" else None if framework is None else False
+    options = ConvertOptions(framework=None if dialect else framework,
+                             weights=weights or "random")
+    data = api_info(file, options, dialect=dialect)
+    if fmt == "json":
+        import json
+
+        echo(json.dumps(data, indent=2))
+        return
+    echo(f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, "
+         f"{data['nodes']} nodes, {data['parameters']:,} parameters")
+    for kind in ("inputs", "outputs"):
+        for v in data[kind]:
+            shape = "x".join("?" if d is None else str(d) for d in v["shape"] or []) or "?"
+            echo(f"  {kind[:-1]:6} {v['name']}: {v['dtype']} {shape}")
+    echo("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
+
+
+def refusal_report(source: str, exc: UnsupportedOpError) -> dict:
+    cut = getattr(exc, "exact_cut", None)
+    return {"source": str(source), "status": "refused", "framework": exc.framework,
+            "refused": [{"node": p.node, "op": p.op, "reason": p.reason} for p in exc.problems],
+            "exact_cut": cut.to_dict() if cut is not None else None}
+
+
+def format_report(report) -> str:
+    lines = [(f"{report.source} -> {report.output} ({report.framework}, "
+              f"{report.timings.get('total', 0.0):.2f} s)")]
+    lines.append("  source ops: " + ", ".join(f"{k} x{v}" for k, v in report.source_ops.items()))
+    lines.append("  dialect ops: " + ", ".join(f"{k} x{v}" for k, v in report.target_ops.items()))
+    kinds: dict[str, int] = {}
+    for d in report.decisions:
+        kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+    if kinds:
+        lines.append("  decisions: " + ", ".join(f"{k} x{v}" for k, v in sorted(kinds.items())))
+    for d in report.decisions:  # rounding-level rewrites are named one by one (--strict)
+        if d["kind"] == "rounding":
+            lines.append(f"  rounding: '{d['node']}' {d['detail']}")
+    for name, perm in sorted(report.io_permutations.items()):
+        lines.append(f"  layout: '{name}' permuted {perm} (feed/read it as NHWC)")
+    return "\n".join(lines)
+
+
+def format_verification(report) -> str:
+    status = "MATCH" if report.ok else "MISMATCH"
+    lines = [(f"verification: {status} (atol {report.atol:g}, rtol {report.rtol:g}, "
+              f"seed {report.seed})")]
+    for c in report.outputs:
+        mark = "ok " if c.within else "BAD"
+        lines.append(f"  {mark} {c.name}: shape {tuple(c.source_shape)}  max abs "
+                     f"{c.max_abs_error:.3g}  max rel {c.max_rel_error:.3g}  cos {c.cosine:.6f}")
+    if report.first_divergence:
+        d = report.first_divergence
+        if d.get("node"):
+            lines.append(f"  first divergence: node '{d['node']}' ({d.get('op')}, source op "
+                         f"{d.get('source_op') or '?'}), tensor '{d.get('tensor')}', max abs "
+                         f"{d.get('max_abs_error', 0):.3g}")
+        else:
+            lines.append(f"  bisect: {d.get('reason')}")
+    return "\n".join(lines)

@@ -1,0 +1,35 @@
+"""The exact cut's view of a Caffe net (see ``nhwc_onnx.frontends.topology``): in-place
+layers (top == bottom) get a fresh tensor id per version of the blob."""
+from __future__ import annotations
+
+from ...options import ConvertOptions
+from ..topology import SourceGraph, SourceNode
+from .prototxt import inference_layers, read_prototxt
+
+
+def source_graph(path: str, options: ConvertOptions) -> SourceGraph:
+    net = read_prototxt(path)
+    version: dict[str, str] = {}  # blob -> current tensor id
+    display: dict[str, str] = {}
+    inputs: list[str] = []
+    consumed: set[str] = set()
+
+    def new_id(blob: str) -> str:
+        tid = blob if blob not in display.values() else f"{blob}@{len(display)}"
+        display[tid] = blob
+        version[blob] = tid
+        return tid
+
+    for blob in net.input:
+        inputs.append(new_id(blob))
+    nodes = []
+    for layer in inference_layers(net):
+        ins = [version.get(b, b) for b in layer.bottom]
+        consumed.update(ins)
+        outs = [new_id(t) for t in layer.top]
+        if not layer.bottom and layer.type != "Silence":
+            inputs += outs  # Input / data layers
+        nodes.append(SourceNode(layer.name, layer.type, ins, outs))
+    final = set(version.values())
+    outputs = [t for n in nodes for t in n.outputs if t in final and t not in consumed]
+    return SourceGraph(nodes, inputs, outputs, display)

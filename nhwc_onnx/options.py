@@ -1,0 +1,195 @@
+"""The options of one conversion, in one frozen record.
+
+The API (``nhwc_onnx.convert``), the command line, batches, the exact cut, the frontends and
+the passes all read a ``ConvertOptions``; the report and the model's metadata record what
+``to_report`` makes of it. Every value is checked and normalised once, here, when the record
+is made: a mistake is a TypeError or ValueError naming the parameter, before any work.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import frameworks
+from .errors import UsageError
+
+DOMAINS = {"nhwc": "nhwc", "": "", "default": ""}  # --domain default: the ONNX default ('')
+
+
+class FrozenMapping(Mapping):
+    """A read-only copy of a mapping: an options record shares no mutable state with its
+    caller."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping | Iterable = ()):
+        self._items = dict(items)
+
+    def __getitem__(self, key):
+        return self._items[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._items.items()))
+
+    def __reduce__(self):  # pickled for batch workers
+        return (type(self), (self._items,))
+
+
+def _type_error(parameter: str, expected: str, value: Any) -> TypeError:
+    return TypeError(f"ConvertOptions({parameter}=...): expected {expected}, got "
+                     f"{type(value).__name__} {value!r}")
+
+
+def _names(value: Any, parameter: str) -> tuple[str, ...] | None:
+    """Tensor names: a str is ONE comma-separated list ("a,b"), any other iterable holds one
+    name per item (names containing commas can be given that way)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return tuple(n for n in (n.strip() for n in value.split(",")) if n) or None
+    if isinstance(value, bytes) or not isinstance(value, Iterable):
+        raise _type_error(parameter, "a list of tensor names or one comma-separated str", value)
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise TypeError(f"ConvertOptions({parameter}=...): every name must be a non-empty "
+                            f"str, got {type(item).__name__} {item!r}")
+    return items or None
+
+
+def _count(value: Any, parameter: str, minimum: int) -> int:
+    """An int >= ``minimum`` (a numpy integer is one; a bool is not)."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise _type_error(parameter, "an int", value)
+    number = value.__index__()
+    if number < minimum:
+        raise UsageError(f"{number} is not in the range x>={minimum}", param_hint=parameter)
+    return number
+
+
+def _shapes(value: Any) -> FrozenMapping:
+    """input_shapes: NAME -> dims (each a positive int), in the source's layout."""
+    if value is None:
+        return FrozenMapping()
+    if not isinstance(value, Mapping):
+        raise _type_error("input_shapes", "a mapping NAME -> dims such as "
+                          "{'input': (1, 224, 224, 3)}", value)
+    shapes = {}
+    for name, dims in value.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError("ConvertOptions(input_shapes=...): every key must be a tensor name "
+                            f"(str), got {name!r}")
+        where = f"input_shapes[{name!r}]"
+        if isinstance(dims, (str, bytes)) or not isinstance(dims, Iterable):
+            raise _type_error(where, "a sequence of ints", dims)
+        shapes[name] = tuple(_count(d, where, 1) for d in dims)
+    return FrozenMapping(shapes)
+
+
+def _flag(value: Any, parameter: str) -> None:
+    if not isinstance(value, bool):
+        raise _type_error(parameter, "True or False", value)
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """Everything a conversion can be told. Made once (by the caller, the command line or a
+    batch), read by every part; ``replace`` makes a changed copy (checked again).
+
+    Names (``inputs``, ``outputs``, ``keep_layout``) are a list of names or ONE
+    comma-separated str (``"a,b"``, as on the command line), never a str read as its
+    characters.
+    """
+
+    framework: str | None = None  # tf | caffe | onnx (default: from the source's name)
+    inputs: tuple[str, ...] | None = None  # graph input tensors (TF: "name" or "name:0")
+    outputs: tuple[str, ...] | None = None  # graph output tensors (a cut of the graph)
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=FrozenMapping)
+    batch: int | None = None  # batch size for unknown (or overridden) batch dims
+    weights: str | None = None  # Caffe: the .caffemodel, or "random"
+    seed: int = 0  # seed of --weights random and of verification inputs
+    signature: str = "serving_default"  # TF SavedModel signature
+    domain: str = "nhwc"  # operator-set domain of dialect ops: "nhwc" or "" (ONNX's default)
+    weights_as_constants: bool = False  # weights as Constant nodes, not initializers
+    allow_transpose: bool = False  # a layout Transpose where NCHW semantics need one
+    strict: bool = False  # refuse rounding-level rewrites too (docs/rounding.md)
+    keep_layout: tuple[str, ...] = ()  # graph inputs/outputs kept in the source's axis order
+    exact_cut: bool = True  # a refusal carries the checked exact cut (nhwc_onnx.cut)
+    # ONNX only: graph inputs given a constant value (name -> array); test suites feed
+    # weights, shapes, scales ... as inputs. Not recorded in the report.
+    constant_inputs: Mapping[str, Any] = field(default_factory=FrozenMapping, compare=False)
+
+    def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        if self.framework is not None:
+            if not isinstance(self.framework, str):
+                raise _type_error("framework", "a str", self.framework)
+            frameworks.get(self.framework, parameter="framework")
+        put("inputs", _names(self.inputs, "inputs"))
+        put("outputs", _names(self.outputs, "outputs"))
+        put("keep_layout", _names(self.keep_layout, "keep_layout") or ())
+        put("input_shapes", _shapes(self.input_shapes))
+        if self.batch is not None:
+            put("batch", _count(self.batch, "batch", 1))
+        if self.weights is not None:
+            if not isinstance(self.weights, (str, os.PathLike)):
+                raise _type_error("weights", "a path or 'random'", self.weights)
+            put("weights", os.fspath(self.weights) or None)
+        put("seed", _count(self.seed, "seed", 0))
+        if not isinstance(self.signature, str) or not self.signature:
+            raise _type_error("signature", "a signature name", self.signature)
+        if self.domain not in DOMAINS:
+            raise UsageError(f"expected 'nhwc' or 'default' (''), got {self.domain!r}",
+                             param_hint="domain")
+        put("domain", DOMAINS[self.domain])
+        for name in ("weights_as_constants", "allow_transpose", "strict", "exact_cut"):
+            _flag(getattr(self, name), name)
+        if not isinstance(self.constant_inputs, Mapping):
+            raise _type_error("constant_inputs", "a mapping NAME -> array",
+                              self.constant_inputs)
+        put("constant_inputs", FrozenMapping(self.constant_inputs))
+
+    def replace(self, **changes: Any) -> ConvertOptions:
+        """A copy with ``changes`` (checked like the original)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_report(self) -> dict[str, Any]:
+        """The options as the report and the model's metadata record them (plain JSON
+        values). Defaults that change no conversion are left out, as they always were, so a
+        conversion's bytes stay the same from version to version."""
+        recorded: dict[str, Any] = {}
+        for name in ("inputs", "outputs", "input_shapes", "batch", "weights", "seed",
+                     "signature"):
+            value = getattr(self, name)
+            if value is None or (name in ("inputs", "outputs", "input_shapes") and not value):
+                continue
+            if name == "input_shapes":
+                value = {k: list(v) for k, v in value.items()}
+            elif isinstance(value, tuple):
+                value = list(value)
+            recorded[name] = value
+        recorded.update(domain=self.domain, weights_as_constants=self.weights_as_constants,
+                        allow_transpose=self.allow_transpose,
+                        # The option is gone (no rewrite approximates any more, see
+                        # docs/rounding.md); the entry stays so that files keep their bytes
+                        # and report readers their key.
+                        approximate_padding=False)
+        if self.strict:
+            recorded["strict"] = True
+        if self.keep_layout:
+            recorded["keep_layout"] = list(self.keep_layout)
+        return recorded
