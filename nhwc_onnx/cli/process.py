@@ -42,7 +42,7 @@ def _numpy_settings() -> None:
 # tests/speed/test_preload.py checks that each command listed imports these anyway.
 _NUMPY_AND_PROTOBUF = ("numpy", "google.protobuf.message_factory")
 IMPORTED_BEFORE_DISPATCH = {
-    **dict.fromkeys(("convert", "verify", "info", "lower", "run"), _NUMPY_AND_PROTOBUF),
+    **dict.fromkeys(("check", "convert", "verify", "info", "lower", "run"), _NUMPY_AND_PROTOBUF),
     "ops": ("numpy",),
 }
 HELP_OPTIONS = frozenset({"-h", "--help"})

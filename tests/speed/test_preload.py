@@ -51,6 +51,7 @@ def _dispatch_only(*args) -> dict:
 def _cases(tmp: Path) -> list[tuple]:
     converted = tmp / "small_nchw_dialect.onnx"
     return [
+        ("check", DIALECT_MODEL),
         ("convert", TF_MODEL, "-o", tmp / "tf.onnx"),
         ("convert", CAFFE_MODEL, "--weights", CAFFE_WEIGHTS, "-o", tmp / "caffe.onnx"),
         ("convert", ONNX_MODEL, "-o", converted),
