@@ -3,7 +3,8 @@ standard ONNX (``check`` is in ``nhwc_onnx.api``). The command line's ``run`` an
 only parse their options, call these and print.
 
 Errors name the parameter at fault (``UsageError.param_hint``: ``feeds``, ``random_inputs``,
-``intermediate``), which the command line shows as its own option.
+``intermediate``), which the command line shows as its own option; like the rest of the
+library, a message says the remedy in the command line's words (``--input``, ``--random``).
 """
 from __future__ import annotations
 
@@ -92,13 +93,13 @@ def build_feeds(model: Model, feeds: Mapping[str, np.ndarray | str | os.PathLike
         arrays[name] = array
     missing = [v for v in model.graph.inputs if v.name not in arrays]
     if missing and not random_inputs:
-        raise UsageError(f"no data for input(s) {', '.join(v.name for v in missing)}; feed "
-                         "each one, or ask for random inputs", param_hint="feeds")
+        raise UsageError(f"no data for input(s) {', '.join(v.name for v in missing)}; pass "
+                         "--input NAME=FILE.npy or --random", param_hint="feeds")
     rng = np.random.default_rng(seed)
     for v in missing:
         if v.shape is None or any(not isinstance(d, int) for d in v.shape):
-            raise UsageError(f"input {v.name!r} has an unknown dimension {v.shape}; random "
-                             "inputs need a static shape, feed it instead",
+            raise UsageError(f"input {v.name!r} has an unknown dimension {v.shape}; --random "
+                             "needs a static shape, pass --input NAME=FILE.npy",
                              param_hint="random_inputs")
         arrays[v.name] = rng.standard_normal(v.shape).astype(v.dtype or "float32")
     return {v.name: arrays[v.name] for v in model.graph.inputs}

@@ -1,6 +1,7 @@
 """The project's error hierarchy.
 
-The library raises these; only ``cli.py`` turns them into messages and exit codes.
+The library raises these; only the command line (``nhwc_onnx.cli``) turns them into messages
+and exit codes.
 Each class mixes in the builtin it resembles so callers can catch either.
 """
 from __future__ import annotations

@@ -193,6 +193,9 @@ def run_command(args: list[str]) -> int | str | None:
     a mistake in the command line its usage, where to find help and one ``Error:`` line."""
     try:
         code = cli.main(args=list(args), prog_name=PROG, standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # no command: the help, on stderr
+        exc.show()
+        return exc.exit_code
     except click.UsageError as exc:
         show_usage_error(exc)
         return exc.exit_code

@@ -20,6 +20,16 @@ def test_version(invoke):
     assert __version__ in result.stdout
 
 
+def test_no_command_prints_the_help_on_stderr_and_exits_2(invoke):
+    result = invoke()
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("Usage: nhwc-onnx [OPTIONS] COMMAND")
+    assert "Commands:" in result.stderr and "Error" not in result.stderr
+    missing = invoke("-q")  # options of the group, still no command: a mistake
+    assert missing.exit_code == 2
+    assert missing.stderr.splitlines()[-1] == "Error: Missing command."
+
+
 def test_check_valid_models_exit_0(invoke, examples):
     result = invoke("check", *(examples / name for name in VALID))
     assert result.exit_code == 0, result.output

@@ -218,3 +218,18 @@ def test_internal_errors_are_one_line_without_debug(invoke, examples, tmp_path, 
     assert result.exit_code == 1
     assert result.stderr.strip() == ("Error: internal error in nhwc-onnx (RuntimeError: boom); "
                                      "rerun with --debug for the traceback")
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    # `nhwc-onnx ops ... | head -1`: more output than a pipe holds, the reader gone after one
+    # line; the command stops with exit 1 and nothing on stderr (no traceback, no "Exception
+    # ignored" from the final flush)
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "nhwc_onnx.cli", "ops", *["Conv"] * 300],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 1
+    assert first.startswith(b"Conv  (domain nhwc") and stderr == b""

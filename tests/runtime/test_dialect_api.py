@@ -95,3 +95,26 @@ def test_lower_takes_a_model_and_never_writes_over_its_source(tmp_path):
     assert copy.read_bytes() == MLP.read_bytes()
     result = nhwc_onnx.lower(load(MLP), tmp_path / "lowered.onnx")
     assert (tmp_path / "lowered.onnx").stat().st_size > 0 and result.nodes > 3
+
+
+def test_random_inputs_need_a_static_shape(tmp_path):
+    from nhwc_onnx.ir import DIALECT, Graph, Model, Value
+    from nhwc_onnx.serialize import save
+    from tests.cli_runner import run_cli as invoke
+
+    g = Graph()
+    node = g.make_node("Relu", [g.add_input(Value("x", shape=(None, 4), dtype="float32"))], {},
+                       name="relu", domain=DIALECT)
+    g.outputs = list(node.outputs)
+    model = Model(g)
+    with pytest.raises(UsageError) as info:
+        nhwc_onnx.run(model, random_inputs=True)
+    assert info.value.param_hint == "random_inputs"
+    assert info.value.problem.startswith("input 'x' has an unknown dimension (None, 4)")
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)  # the unknown dim is any size
+    np.testing.assert_array_equal(nhwc_onnx.run(model, {"x": x}).outputs[node.outputs[0].name],
+                                  np.maximum(x, 0))
+    result = invoke("run", save(model, tmp_path / "relu.onnx"), "--random", "-o", tmp_path)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: Invalid value for '--random': input 'x' has an "
+                                    "unknown dimension")
