@@ -95,13 +95,11 @@ def build_feeds(model: Model, feeds: Mapping[str, np.ndarray | str | os.PathLike
     if missing and not random_inputs:
         raise UsageError(f"no data for input(s) {', '.join(v.name for v in missing)}; pass "
                          "--input NAME=FILE.npy or --random", param_hint="feeds")
+    from .runtime import random_feed
+
     rng = np.random.default_rng(seed)
-    for v in missing:
-        if v.shape is None or any(not isinstance(d, int) for d in v.shape):
-            raise UsageError(f"input {v.name!r} has an unknown dimension {v.shape}; --random "
-                             "needs a static shape, pass --input NAME=FILE.npy",
-                             param_hint="random_inputs")
-        arrays[v.name] = rng.standard_normal(v.shape).astype(v.dtype or "float32")
+    for v in missing:  # bounded: an absurd shape is refused before allocating
+        arrays[v.name] = random_feed(v, rng, param_hint="random_inputs")
     return {v.name: arrays[v.name] for v in model.graph.inputs}
 
 
@@ -157,28 +155,14 @@ def lower(model: str | os.PathLike | Model, output: str | os.PathLike) -> LowerR
     io_permutations and source_names. The output path is checked before any work, as
     convert's is, and written atomically.
     """
-    import onnx
-
-    from .errors import ConversionBugError, OutputPathError
     from .outputs import plan_targets
-    from .runtime.lower import lower_for_export
-    from .serialize import save_bytes
+    from .runtime.lower import save_lowered
 
     out = Path(output)
     sources = [] if isinstance(model, Model) else [Path(model)]
     plan_targets([("output", out)], sources)  # same checks as convert's -o, before any work
     label = "the model" if isinstance(model, Model) else os.fspath(model)
     model = load_valid(model)
-    proto = lower_for_export(model)
-    try:
-        data = proto.SerializeToString(deterministic=True)
-    except ValueError as exc:  # protobuf's 2 GiB limit
-        raise OutputPathError(f"{out}: the lowered model is too large for one file ({exc})") \
-            from None
-    try:
-        onnx.checker.check_model(proto)
-    except onnx.checker.ValidationError as exc:
-        raise ConversionBugError(f"{label}: the lowering is not valid ONNX ({exc})") from None
-    save_bytes(data, out)
+    proto = save_lowered(model, out, label=label)  # checked, weights streamed, atomic
     return LowerResult(out, proto.opset_import[0].version, len(proto.graph.node),
                        dict(model.io_permutations))

@@ -54,7 +54,7 @@ def run(
 MAX_RANDOM_FEED_ELEMENTS = 1 << 31
 
 
-def random_feed(value, rng: np.random.Generator) -> np.ndarray:
+def random_feed(value, rng: np.random.Generator, param_hint: str = "--random") -> np.ndarray:
     """A standard-normal array from ``rng`` for graph input ``value`` (``run --random``), in
     the input's element type. UsageError (exit 2) before allocating when the shape is not
     static or absurd, and when memory runs out while allocating."""
@@ -62,17 +62,17 @@ def random_feed(value, rng: np.random.Generator) -> np.ndarray:
     if shape is None or any(not isinstance(d, int) or d < 0 for d in shape):
         raise UsageError(f"input {value.name!r} has an unknown dimension {shape}; --random "
                          "needs a static shape, pass --input NAME=FILE.npy",
-                         param_hint="--random")
+                         param_hint=param_hint)
     count = math.prod(shape)
     if count > MAX_RANDOM_FEED_ELEMENTS:
         raise UsageError(f"input {value.name!r} has shape {tuple(shape)}: {count:,} elements, "
                          f"more than the {MAX_RANDOM_FEED_ELEMENTS:,} a random feed may have; "
-                         "refused before allocating", param_hint="--random")
+                         "refused before allocating", param_hint=param_hint)
     try:
         return rng.standard_normal(shape).astype(value.dtype or "float32")
     except MemoryError:
         raise UsageError(f"not enough memory for a random input {value.name!r} of shape "
-                         f"{tuple(shape)} ({count:,} elements)", param_hint="--random") from None
+                         f"{tuple(shape)} ({count:,} elements)", param_hint=param_hint) from None
 
 
 def shape_fits(declared: Sequence | None, shape: Sequence[int]) -> bool:

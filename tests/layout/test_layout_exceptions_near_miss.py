@@ -10,6 +10,7 @@ from onnx import helper
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import Graph, Model, Value
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext
 from nhwc_onnx.passes.to_nhwc import ToNHWC
 from tests.frontends.onnx.onnx_helpers import make_model
@@ -20,7 +21,7 @@ from tests.passes.core_oracles import rand, run_pass_and_compare
 
 def to_nhwc(build, feeds, **options):
     model, _results, ctx = run_pass_and_compare(build, feeds, [ToNHWC()],
-                                                PassContext(options=options))
+                                                PassContext(options=ConvertOptions(**options)))
     return model, ctx
 
 

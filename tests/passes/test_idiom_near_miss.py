@@ -28,6 +28,7 @@ from onnx_helpers import make_model, run_ort
 
 from nhwc_onnx import api
 from nhwc_onnx.errors import UnsupportedOpError
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.runtime import run
 
 N = helper.make_node
@@ -72,7 +73,7 @@ def convert_and_compare(case: Case, tmp_path: Path) -> Outcome:
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
     try:
-        result = api.convert(path, exact_cut=False)
+        result = api.convert(path, options=ConvertOptions(exact_cut=False))
     except UnsupportedOpError as exc:
         return Outcome(refused=exc)
     perms = result.model.io_permutations

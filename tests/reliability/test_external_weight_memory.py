@@ -107,6 +107,17 @@ def test_save_lowered_streams_the_weights(model_512m, tmp_path):
 
 
 @pytest.mark.slow
+def test_lower_command_streams_the_weights(model_512m, tmp_path):
+    """``nhwc-onnx lower`` itself (not only the library): was 4.5x the weight."""
+    out = tmp_path / "lowered.onnx"
+    proc, peak = run_measured(_cli("lower", model_512m, "-o", out), HANG_GUARD)
+    assert proc.returncode == 0, proc.stderr
+    assert peak < WEIGHT + BASELINE, f"lower peaked at {peak / MIB:.0f} MiB"
+    lowered = onnx.load(str(out), load_external_data=False)
+    assert list(lowered.graph.initializer[0].dims) == [WEIGHT // (4 * K), K]
+
+
+@pytest.mark.slow
 def test_onnx_source_external_weights_are_mapped(tmp_path):
     """The ONNX frontend (convert's reader) maps external weights too (was a full read)."""
     folder = tmp_path / "src"
@@ -195,3 +206,22 @@ def test_random_feed_of_an_absurd_input_is_refused_before_allocating():
     expected = np.random.default_rng(7).standard_normal((2, 3, 5)).astype(np.float32)
     assert small.dtype == np.float32 and np.array_equal(small, expected)
     assert math.prod(huge.shape) > MAX_RANDOM_FEED_ELEMENTS
+
+
+def test_run_random_of_an_absurd_input_exits_2(tmp_path):
+    """``nhwc-onnx run --random`` on a 2^40-pixel input: was "internal error (MemoryError)"."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu", domain="nhwc")], "huge",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1 << 20, 1 << 20, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1 << 20, 1 << 20, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("nhwc", 1),
+                                                    helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "huge.onnx"
+    path.write_bytes(model.SerializeToString())
+    proc, peak = run_measured(_cli("run", path, "--random", "--output-dir", tmp_path / "o"),
+                              HANG_GUARD)
+    assert proc.returncode == EXIT_UNREADABLE, proc.stderr
+    assert "refused before allocating" in proc.stderr and "internal error" not in proc.stderr
+    assert peak < BASELINE
+    assert not (tmp_path / "o").exists()

@@ -42,7 +42,7 @@ def test_the_defining_module_loads_on_the_first_lookup(family):
 
 
 def test_a_failing_definition_fails_every_lookup(family):
-    registry, module, path, home = family
+    registry, _module, path, _home = family
     path.write_text("raise RuntimeError('broken family')\n")
     for lookup in (lambda: registry.get("Twice"), lambda: registry.names()):
         with pytest.raises(RuntimeError, match="broken family"):

@@ -32,7 +32,7 @@ def keep_layout_names(model: Model, ctx: PassContext) -> set[str]:
     """Graph input/output names (ours or the source's) listed in option ``keep_layout``.
 
     A name that is no graph input or output is a usage error, raised before any work."""
-    wanted = [str(n) for n in (ctx.option("keep_layout") or ()) if str(n)]
+    wanted = list(ctx.options.keep_layout)
     io = model.graph.inputs + model.graph.outputs
     known = set().union(*(_public_names(v) for v in io)) if io else set()
     unknown = [n for n in wanted if n not in known]

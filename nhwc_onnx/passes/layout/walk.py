@@ -63,7 +63,7 @@ class LayoutWalk:
         self.model = model
         self.graph = model.graph
         self.ctx = ctx
-        self.allow_transpose = bool(ctx.option("allow_transpose"))
+        self.allow_transpose = ctx.options.allow_transpose
         self.src: dict[int, tuple] = {}
         self.sigma: dict[int, Perm] = {}
         self.problems: list[NodeProblem] = []

@@ -21,7 +21,7 @@ import pytest
 
 from nhwc_onnx import api
 from nhwc_onnx.errors import UnsupportedOpError
-from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.runtime import run
 from tests.frontends.caffe.caffe_testlib import layer_types, opencv_forward, write_caffemodel_pb
 
@@ -58,8 +58,7 @@ def _convert(tmp_path: Path, text: str, feeds: dict):
     proto.write_text(text)
     weights = tmp_path / "net.caffemodel"
     write_caffemodel_pb(weights, {}, layer_types(text))
-    result = api.convert(proto, options=FrontendOptions(weights=str(weights)),
-                         exact_cut=False)
+    result = api.convert(proto, options=ConvertOptions(weights=str(weights), exact_cut=False))
     perms = result.model.io_permutations
     fed = {k: np.ascontiguousarray(np.transpose(v, perms[k])) for k, v in feeds.items()}
     (out,) = result.model.graph.outputs

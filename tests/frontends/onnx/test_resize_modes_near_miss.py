@@ -33,6 +33,7 @@ from onnx_helpers import make_model, run_ort
 
 from nhwc_onnx import api
 from nhwc_onnx.errors import UnsupportedOpError
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.runtime import run
 
 onnxruntime.set_default_logger_severity(3)  # tf_half_pixel_for_nn is deprecated at opset 13
@@ -98,7 +99,7 @@ def check_against_oracle(case: Resize, tmp_path: Path) -> bool:
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
     try:
-        result = api.convert(path, exact_cut=False)
+        result = api.convert(path, options=ConvertOptions(exact_cut=False))
     except UnsupportedOpError as exc:
         assert not expressible, f"refused although UpSampling2D computes it: {exc}"
         (problem,) = exc.problems

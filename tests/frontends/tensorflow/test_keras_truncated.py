@@ -9,8 +9,8 @@ import zipfile
 import pytest
 
 from nhwc_onnx.errors import EXIT_UNREADABLE, ModelLoadError
-from nhwc_onnx.frontends.base import FrontendOptions
 from nhwc_onnx.frontends.tensorflow import load
+from nhwc_onnx.options import ConvertOptions
 from tests.cli_runner import run_cli
 
 
@@ -43,12 +43,12 @@ def test_zip_without_keras_config_is_not_a_keras_model(tmp_path):
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("readme.txt", "not a model")
     with pytest.raises(ModelLoadError, match="holds no config.json"):
-        load(path, FrontendOptions())
+        load(path, ConvertOptions())
 
 
 def test_whole_keras_file_still_loads(keras_bytes, tmp_path):
     """The check refuses damaged archives only."""
     path = tmp_path / "m.keras"
     path.write_bytes(keras_bytes)
-    model = load(path, FrontendOptions())
+    model = load(path, ConvertOptions())
     assert model.graph.op_counts()

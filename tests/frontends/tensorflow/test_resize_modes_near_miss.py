@@ -24,7 +24,7 @@ from tf_helpers import freeze, spec, tf
 
 from nhwc_onnx import api
 from nhwc_onnx.errors import UnsupportedOpError
-from nhwc_onnx.frontends.base import FrontendOptions
+from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.runtime import run
 
 SHAPE = (2, 5, 7, 3)  # NHWC, all dimensions different
@@ -63,9 +63,9 @@ def check_against_tensorflow(method: str, rule: str, size_name: str, tmp_path: P
     data, frozen = freeze(fn, [spec(SHAPE)])
     path = tmp_path / f"{method}_{rule}_{size_name.replace(' ', '')}.pb"
     path.write_bytes(data)
-    options = FrontendOptions(outputs=[t.name for t in frozen.outputs])
+    options = ConvertOptions(outputs=[t.name for t in frozen.outputs], exact_cut=False)
     try:
-        result = api.convert(path, options=options, exact_cut=False)
+        result = api.convert(path, options=options)
     except UnsupportedOpError as exc:
         assert not expressible, f"refused although UpSampling2D computes it: {exc}"
         (problem,) = exc.problems
