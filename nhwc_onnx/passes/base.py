@@ -3,7 +3,10 @@
 A pass is ``call(model, ctx) -> PassResult(modified)``; it rewrites ``model.graph`` in place.
 The manager times every pass, records op counts, and re-raises unexpected exceptions as
 ConversionBugError naming the pass. Decisions worth reporting go to ``ctx.record``; a pass
-that leaves a node unconverted says why in ``ctx.refusals``, where legalisation reads it.
+that leaves a node unconverted says why in ``ctx.refusals``, where legalisation reads it. A pass
+that refuses nodes outright hands its UnsupportedOpError to ``ctx.refuse_stage``: raised at once,
+or, when the context collects refusals (the pipeline's does), kept while the passes go on so that
+one error lists the refusals of every stage.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConversionBugError, NhwcOnnxError, NodeProblem
+from ..errors import ConversionBugError, NhwcOnnxError, NodeProblem, UnsupportedOpError
 from ..ir import Model, Node
 from ..options import ConvertOptions
 
@@ -47,6 +50,14 @@ class PassContext:
     warnings: list[str] = field(default_factory=list)
     # Nodes a pass left unconverted, with the latest reason (the most specific one).
     refusals: dict[Node, NodeProblem] = field(default_factory=dict)
+    collect_refusals: bool = False
+    stage_refusals: list[UnsupportedOpError] = field(default_factory=list)
+
+    def refuse_stage(self, error: UnsupportedOpError) -> None:
+        """A stage refuses nodes: raise, or keep the error and go on (``collect_refusals``)."""
+        if not self.collect_refusals:
+            raise error
+        self.stage_refusals.append(error)
 
     def record(self, kind: str, node: str, detail: str, **data: Any) -> None:
         self.decisions.append(Decision(kind, node, detail, data))

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from ..ir import CORE, Graph, Model
 from .base import Pass, PassContext, PassResult
+from .op_table import pass_through_ops
 from .rewrite import remove_dead
 
-PASS_THROUGH = {"Identity", "Dropout"}
+PASS_THROUGH = pass_through_ops()  # Identity, inference Dropout
 
 
 def remove_pass_through(graph: Graph) -> int:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from .base import Pass
 from .fold_batchnorm import FoldBatchNorm
 from .fuse_bias import FuseBias
-from .legalize import Legalize
+from .lower import Legalize, SelectOps
 from .normalize_padding import NormalizePadding
-from .select_ops import SelectOps
 
 
 def dialect_passes() -> list[Pass]:

@@ -1,4 +1,4 @@
-"""Legalisation: core ops with no one-to-one dialect op become exact dialect subgraphs.
+"""Legalisation handlers: core ops with no one-to-one dialect op as exact dialect subgraphs.
 
 Every rewrite here is exact in float32 up to the rounding of one operation (negation is
 exact; ``a - b`` is ``a + (-b)`` bit for bit). Division by a constant ``c`` becomes a
@@ -7,29 +7,25 @@ equal up to rounding (``1/c`` is rounded once more, so results may differ by one
 rounding step, relative 6e-8), which is the standard DIALECT.md sets for legalisation; the
 report records which case applied.
 
-Whatever core op is left afterwards goes into ONE UnsupportedOpError listing every node with
-its reason, raised before anything is written.
+The ``Legalize`` pass (``lower.py``) runs these for the ops ``op_table`` gives them to; whatever
+core op is left afterwards goes into ONE UnsupportedOpError listing every node with its reason.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import NodeProblem, UnsupportedOpError
 from ..ir import CORE, Graph, Node, Value
 from ..schemas.base import attr
 from . import rounding
-from .base import Pass, PassContext, PassResult
-from .legalize_pool import dilated_max_pool
-from .legalize_tensor import TENSOR_HANDLERS, broadcast_to
+from .base import PassContext
+from .legalize_tensor import broadcast_to
 from .rewrite import (
     affine_batchnorm,
-    apply_handlers,
     become,
     channel_vector,
     const,
     const_of,
     emit,
-    problem,
     refuse,
 )
 
@@ -43,7 +39,7 @@ def _neg_scale(graph: Graph, v: Value, name: str) -> Value:
     return emit(graph, "Scale", [v], {"scale": -1.0}, f"{name}/neg", v.shape)
 
 
-def _arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Add / Mul with numpy broadcasting -> AddBias, BatchNormalization, Scale or Add/Mul."""
     a, b = node.input(0), node.input(1)
     out = tuple(node.output.shape)
@@ -73,10 +69,10 @@ def _arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _sub(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def sub(graph: Graph, node: Node, ctx: PassContext) -> bool:
     a, b = node.input(0), node.input(1)
     become(node, "Add", [a, _neg_scale(graph, b, node.name)], domain=CORE)
-    return _arith(graph, node, ctx)
+    return arith(graph, node, ctx)
 
 
 def _is_power_of_two(c: np.ndarray) -> bool:
@@ -87,7 +83,7 @@ def _is_power_of_two(c: np.ndarray) -> bool:
     return bool(np.all(mantissa == 0.5))
 
 
-def _div(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def div(graph: Graph, node: Node, ctx: PassContext) -> bool:
     a, b = node.input(0), node.input(1)
     cv = const_of(b)
     if cv is None:
@@ -103,10 +99,10 @@ def _div(graph: Graph, node: Node, ctx: PassContext) -> bool:
         rounding.record(ctx, node, "reciprocal_multiply")
     recip = const(graph, 1.0 / np.asarray(cv, np.float64), f"{node.name}/reciprocal")
     become(node, "Mul", [a, recip], domain=CORE)
-    return _arith(graph, node, ctx)
+    return arith(graph, node, ctx)
 
 
-def _neg(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def neg(graph: Graph, node: Node, ctx: PassContext) -> bool:
     become(node, "Scale", [node.input(0)], {"scale": -1.0})
     return True
 
@@ -124,12 +120,12 @@ def _min_of(graph: Graph, node: Node, a: Value, b: Value) -> None:
     become(node, "Scale", [m], {"scale": -1.0})
 
 
-def _min(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def min_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
     _min_of(graph, node, node.input(0), node.input(1))
     return True
 
 
-def _clip(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def clip(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
     low, high = node.attrs.get("min"), node.attrs.get("max")
     rank = x.rank
@@ -147,7 +143,7 @@ def _clip(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _sum(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def sum_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
     out = tuple(node.output.shape)
     ins = [broadcast_to(graph, v, out, f"{node.name}/{v.name}", MAX_MATERIALISED_BYTES)
            for v in node.inputs]
@@ -159,7 +155,7 @@ def _sum(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
     n = len(node.inputs)
     exact = not n & (n - 1)  # 1/n is a power of two: the scale is bit-exact
     if not exact and rounding.strict(ctx):
@@ -195,7 +191,7 @@ def _hard_sigmoid_into(graph: Graph, node: Node, x: Value, alpha: float, beta: f
     return emit(graph, "Scale", [m], {"scale": -1.0}, f"{name}/hard_sigmoid", x.shape)
 
 
-def _hard_sigmoid(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def hard_sigmoid(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
     alpha, beta = float(attr(node, "alpha")), float(attr(node, "beta"))
     if x.rank >= 2:
@@ -213,7 +209,7 @@ def _hard_sigmoid(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _hard_swish(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def hard_swish(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
     if x.rank < 2:
         return refuse(ctx, node, "the exact subgraph needs a channel axis (rank >= 2)")
@@ -223,7 +219,7 @@ def _hard_swish(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _prelu(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def prelu(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """PRelu with a constant slope that is not per channel: relu(x) + slope * min(x, 0).
 
     Exact: for x >= 0 the product is a signed zero and x + 0 = x; for x < 0 min(x, 0) = x
@@ -244,7 +240,7 @@ def _prelu(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _squared_difference(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def squared_difference(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """(a - b) * (a - b): a + (-b) is the same rounding as a - b, then one product."""
     out = tuple(node.output.shape)
     a, b = (broadcast_to(graph, v, out, f"{node.name}/{v.name}", MAX_MATERIALISED_BYTES)
@@ -257,44 +253,8 @@ def _squared_difference(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-HANDLERS = {
-    "Add": _arith, "PRelu": _prelu, "SquaredDifference": _squared_difference, "Mul": _arith, "Sub": _sub, "Div": _div, "Neg": _neg, "Min": _min,
-    "Clip": _clip, "Sum": _sum, "Mean": _mean, "HardSigmoid": _hard_sigmoid,
-    "HardSwish": _hard_swish, "MaxPool": dilated_max_pool, **TENSOR_HANDLERS,
-}
-
-
-class Legalize(Pass):
-    name = "legalize"
-
-    def call(self, model, ctx: PassContext) -> PassResult:
-        graph = model.graph
-
-        def ready(node: Node) -> bool:
-            return all(v is None or v.shape is not None for v in (*node.inputs, *node.outputs))
-
-        done = apply_handlers(graph, ctx, HANDLERS, ready)
-        for node, source_op in done:
-            ctx.record("legalize", node.name, f"{source_op} rewritten into dialect ops",
-                       op=source_op)
-        modified = bool(done)
-        problems = self._leftovers(graph, ctx)
-        if problems:
-            raise UnsupportedOpError(problems)
-        return PassResult(modified)
-
-    @staticmethod
-    def _leftovers(graph: Graph, ctx: PassContext) -> list[NodeProblem]:
-        problems = []
-        for kind, values in (("graph input", graph.inputs), ("graph output", graph.outputs)):
-            for v in values:
-                if v.dtype not in (None, "float32"):
-                    problems.append(NodeProblem(v.name, kind, f"element type {v.dtype}: the "
-                                                "dialect computes in float32 only", "dtype"))
-        for node in graph.nodes:
-            if node.domain == CORE:
-                default = (f"core op '{node.op}' has no exact equivalent in the dialect"
-                           if node.op not in HANDLERS else "no exact dialect rewrite for these "
-                           "shapes")
-                problems.append(ctx.refusals.get(node) or problem(node, default))
-        return problems
+def square(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    """x * x: the product the source computes."""
+    x = node.input(0)
+    become(node, "Mul", [x, x])
+    return True

@@ -65,7 +65,7 @@ def broadcast_to(graph: Graph, v: Value, out: tuple, name: str, max_bytes: int,
     return emit(graph, "UpSampling2D", [v], attrs, f"{name}/broadcast", out)
 
 
-def _split(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def split(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
     axis = positive_axis(int(attr(node, "axis")), x.rank)
     sizes = [int(s) for s in node.attrs["split"]]
@@ -120,7 +120,7 @@ def _pad_pieces(graph: Graph, x: Value, axis: int, begin: int, end: int, mode: s
     return head, tail
 
 
-def _pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Edge / reflect / non-zero constant padding as Concat of Slices and constant blocks."""
     x = node.input(0)
     rank = x.rank
@@ -148,7 +148,7 @@ def _pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _tile(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def tile(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
     reps = const_of(node.input(1))
     if reps is None or reps.size != x.rank:
@@ -190,7 +190,7 @@ def _copies(graph: Graph, x: Value, axis: int, r: int, name: str) -> list[Value]
     return pieces
 
 
-def _expand(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def expand(graph: Graph, node: Node, ctx: PassContext) -> bool:
     out = tuple(node.output.shape)
     if broadcast_to(graph, node.input(0), out, node.name, 16 << 20, into=node) is None:
         return refuse(ctx, node, f"cannot replicate {tuple(node.input(0).shape)} to {out}")
@@ -260,7 +260,7 @@ def _nearest_mismatch(coord: str, rule: str, scale: Fraction, n: int, m: int) ->
     return None
 
 
-def _resize(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def resize(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Resize equal to UpSampling2D: integer factors and the same source cells."""
     from fractions import Fraction
 
@@ -298,7 +298,7 @@ def _resize(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _depth_to_space(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def depth_to_space(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if attr(node, "data_format") != "NHWC":
         return refuse(ctx, node, "data_format is not NHWC after layout conversion")
     x = node.input(0)
@@ -317,7 +317,7 @@ def _depth_to_space(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _reduce(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def reduce(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """ReduceMax/Min over H, W -> global pool; ReduceSum = ReduceMean * n for n a power of 2."""
     x = node.input(0)
     rank = x.rank
@@ -353,7 +353,7 @@ def _reduce(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _gather(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def gather(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Gather with constant indices: one Slice per index (a Concat of them), then a Reshape
     when the indices are a scalar (the axis disappears)."""
     x, idx = node.input(0), const_of(node.input(1))
@@ -371,11 +371,3 @@ def _gather(graph: Graph, node: Node, ctx: PassContext) -> bool:
     become(node, "Reshape", [pieces[0], _shape_const(graph, node.output.shape,
                                                      f"{node.name}/shape")])
     return True
-
-
-TENSOR_HANDLERS = {
-    "Gather": _gather,
-    "Split": _split, "Pad": _pad, "Tile": _tile, "Expand": _expand, "Resize": _resize,
-    "DepthToSpace": _depth_to_space, "ReduceMax": _reduce, "ReduceMin": _reduce,
-    "ReduceSum": _reduce,
-}

@@ -25,10 +25,11 @@ from ..schemas.base import attr
 from . import padding_math as pm
 from . import rounding
 from .base import Pass, PassContext, PassResult
+from .op_table import windowed_ops
 from .rewrite import append_after, const, emit, int_pair, refuse, sole_consumer
 from .value_range import is_nonnegative
 
-_KINDS = {"Conv": pm.CONV, "MaxPool": pm.MAX, "AveragePool": pm.AVG}
+_KINDS = windowed_ops()  # op -> window kind, as op_table declares
 
 
 def analyse_node(node: Node, kind: str) -> tuple[tuple[pm.AxisVerdict, pm.AxisVerdict], str]:

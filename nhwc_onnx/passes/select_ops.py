@@ -1,4 +1,4 @@
-"""Op selection: core ops with a one-to-one dialect op become it, weights re-laid out.
+"""Op selection handlers: core ops with a one-to-one dialect op become it, weights re-laid out.
 
 Runs after padding normalisation (spatial ops carry auto_pad SAME_UPPER or VALID). Grouped
 convolutions with group == C_in (> 1) become DepthwiseConv2d (its bias a following AddBias);
@@ -8,7 +8,8 @@ min(relu(x), 6) become Relu6; max(x, a*x) with 0 < a < 1 becomes LeakyRelu; the 
 idioms of ``activation_idioms`` (ELU / leaky ReLU as Where, clip as Min/Max, PReLU as two Relus)
 become their one dialect op.
 
-A core node this pass cannot map is left for legalisation; when the reason is definite (e.g.
+The ``SelectOps`` pass (``lower.py``) runs these for the ops ``op_table`` gives them to. A core
+node a handler cannot map is left for legalisation; when the reason is definite (e.g.
 non-constant conv weights) it is recorded as a "select" decision with ``refused=True`` so the
 final error can say why.
 """
@@ -19,9 +20,8 @@ import numpy as np
 from ..ir import CORE, DIALECT, Graph, Node
 from ..schemas.base import attr
 from . import activation_idioms
-from .base import Pass, PassContext, PassResult
+from .base import PassContext
 from .rewrite import (
-    apply_handlers,
     become,
     channel_vector,
     const,
@@ -30,12 +30,9 @@ from .rewrite import (
     positive_axis,
     refuse,
 )
-from .select_spatial import SPATIAL_HANDLERS
-
-_UNARY = {"Relu", "Sigmoid", "Tanh", "Abs"}
 
 
-def _unary(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def unary(graph: Graph, node: Node, ctx: PassContext) -> bool:
     attrs = {}
     if node.op in ("Elu", "LeakyRelu"):
         attrs["alpha"] = float(attr(node, "alpha"))
@@ -43,7 +40,7 @@ def _unary(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _prelu(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def prelu(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x, slope = node.input(0), const_of(node.input(1))
     vec = channel_vector(slope, x.shape[-1] if x.shape else None, x.rank)
     if vec is None:
@@ -52,7 +49,7 @@ def _prelu(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _clip(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def clip(graph: Graph, node: Node, ctx: PassContext) -> bool:
     low, high = node.attrs.get("min"), node.attrs.get("max")
     if low == 0 and high == 6:
         become(node, "Relu6", [node.input(0)])
@@ -63,7 +60,7 @@ def _clip(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _min(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def min_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """min(relu(x), 6) and min(max(x, 0), 6) -> Relu6(x)."""
     a, b = node.input(0), node.input(1)
     clipped = activation_idioms.clipped_relu(node)
@@ -84,7 +81,7 @@ def _min(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return False
 
 
-def _max(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def max_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """max(x, a*x) with 0 < a < 1 -> LeakyRelu, max(min(x, 6), 0) -> Relu6; otherwise Max
     (broadcasting allowed)."""
     a, b = node.input(0), node.input(1)
@@ -117,7 +114,7 @@ def _scale_of(prod: Node, x) -> float | None:
     return None
 
 
-def _add_mul(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def add_mul(graph: Graph, node: Node, ctx: PassContext) -> bool:
     a, b = node.input(0), node.input(1)
     if node.op == "Mul":
         for x, s in ((a, b), (b, a)):
@@ -137,7 +134,7 @@ def _f32(graph: Graph, node: Node, v):
     return v
 
 
-def _sum(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def sum_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
     shapes = {tuple(v.shape) for v in node.inputs}
     if len(shapes) != 1 or tuple(node.output.shape) not in shapes:
         return False
@@ -147,7 +144,7 @@ def _sum(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _softmax(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def softmax(graph: Graph, node: Node, ctx: PassContext) -> bool:
     shape = node.input(0).shape
     axis = positive_axis(int(attr(node, "axis")), len(shape))
     # ONNX-1 Softmax normalises the block dims[axis:]: equal when every later dim is 1.
@@ -182,42 +179,42 @@ def _softmax_moved_last(graph: Graph, node: Node, ctx: PassContext, axis: int) -
     return True
 
 
-def _flatten(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def flatten(graph: Graph, node: Node, ctx: PassContext) -> bool:
     rank = node.input(0).rank
     axis = positive_axis(int(attr(node, "axis")), rank)
     become(node, "Flatten", [node.input(0)], {"axis": axis})
     return True
 
 
-def _reshape_to_output(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def reshape_to_output(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Reshape / Unsqueeze / Squeeze-like ops: a Reshape to the static output shape."""
     shape = const(graph, np.array(node.output.shape, np.int64), f"{node.name}/shape", np.int64)
     become(node, "Reshape", [node.input(0), shape])
     return True
 
 
-def _squeeze(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def squeeze(graph: Graph, node: Node, ctx: PassContext) -> bool:
     rank = node.input(0).rank
     axes = sorted(positive_axis(int(a), rank) for a in node.attrs["axes"])
     become(node, "Squeeze", [node.input(0)], {"axes": axes})
     return True
 
 
-def _transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
     rank = node.input(0).rank
     perm = node.attrs.get("perm") or list(range(rank))[::-1]
     become(node, "Transpose", [node.input(0)], {"perm": [positive_axis(int(p), rank) for p in perm]})
     return True
 
 
-def _concat(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def concat(graph: Graph, node: Node, ctx: PassContext) -> bool:
     rank = node.inputs[0].rank
     axis = positive_axis(int(node.attrs["axis"]), rank)
     become(node, "Concat", [_f32(graph, node, v) for v in node.inputs], {"axis": axis})
     return True
 
 
-def _slice(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def slice_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Slice with clamped non-negative bounds; positive steps on H/W of a 4-D map become a
     1x1 MaxPool with that stride after the bounds (the max of one cell is the cell)."""
     x = node.input(0)
@@ -261,10 +258,10 @@ def _slice(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 def _identity(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """A no-op: Reshape to the same shape keeps the output tensor without special cases."""
-    return _reshape_to_output(graph, node, ctx)
+    return reshape_to_output(graph, node, ctx)
 
 
-def _pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if attr(node, "mode") != "constant" or float(attr(node, "value")):
         return False  # edge / reflect / non-zero value: legalised or refused
     x = node.input(0)
@@ -287,7 +284,7 @@ def _pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _reduce_mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def reduce_mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
     rank = node.input(0).rank
     axes = node.attrs.get("axes")
     axes = sorted(positive_axis(int(a), rank) for a in axes) if axes else list(range(rank))
@@ -300,7 +297,7 @@ def _reduce_mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _batchnorm(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def batchnorm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
     axis = positive_axis(int(attr(node, "axis")), x.rank)
     if axis != x.rank - 1:
@@ -318,7 +315,7 @@ def _batchnorm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _gemm(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def gemm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     a, b, c = node.input(0), node.input(1), node.input(2)
     w = const_of(b)
     alpha, beta = float(attr(node, "alpha")), float(attr(node, "beta"))
@@ -339,7 +336,7 @@ def _gemm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _matmul(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def matmul(graph: Graph, node: Node, ctx: PassContext) -> bool:
     a, b = node.input(0), node.input(1)
     w = const_of(b)
     if w is not None and w.ndim == 2 and a.rank == 2:
@@ -380,51 +377,24 @@ def _flattens_a_map(node: Node) -> bool:
     return positive_axis(int(attr(node, "axis")), 4) == 1
 
 
-def _space_to_depth(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def space_to_depth(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if attr(node, "data_format") != "NHWC":
         return refuse(ctx, node, "data_format is not NHWC after layout conversion")
     become(node, "SpaceToDepth", [node.input(0)], {"blocksize": int(node.attrs["blocksize"])})
     return True
 
 
-def _bypass(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def bypass(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return _identity(graph, node, ctx)
 
 
-def _cast(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def cast(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if node.input(0).dtype == "float32" and str(node.attrs.get("to")) == "float32":
         return _identity(graph, node, ctx)
     return refuse(ctx, node, f"cast from {node.input(0).dtype} to {node.attrs.get('to')}: "
                   "the dialect computes in float32 only")
 
 
-HANDLERS = {
-    **{op: _unary for op in (*_UNARY, "Elu", "LeakyRelu")},
-    "PRelu": _prelu, "Clip": _clip, "Min": _min, "Max": _max, "Mul": _add_mul,
-    "Add": lambda g, n, c: activation_idioms.prelu_sum(g, n, c) or _add_mul(g, n, c),
-    "Where": activation_idioms.where,
-    "Sum": _sum, "Softmax": _softmax, "Flatten": _flatten, "Reshape": _reshape_to_output,
-    "Unsqueeze": _reshape_to_output, "Squeeze": _squeeze, "Transpose": _transpose,
-    "Concat": _concat, "Slice": _slice, "Pad": _pad, "ReduceMean": _reduce_mean,
-    "BatchNormalization": _batchnorm, "Gemm": _gemm, "MatMul": _matmul,
-    "SpaceToDepth": _space_to_depth, "Identity": _bypass, "Dropout": _bypass, "Cast": _cast,
-    **SPATIAL_HANDLERS,
-}
-
-
-class SelectOps(Pass):
-    name = "select_ops"
-
-    def call(self, model, ctx: PassContext) -> PassResult:
-        done = apply_handlers(model.graph, ctx, HANDLERS, _shapes_known)
-        for node, _ in done:
-            if node.domain == DIALECT:
-                ctx.record("select", node.name, f"-> {node.op}")
-        return PassResult(bool(done))
-
-
-def _shapes_known(node: Node) -> bool:
-    return all(v is None or v.shape is not None for v in (*node.inputs, *node.outputs))
-
-
-__all__ = ["HANDLERS", "SelectOps"]
+def add(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    """Relu(x) + s * Relu(-x) -> PRelu, else as any Add."""
+    return activation_idioms.prelu_sum(graph, node, ctx) or add_mul(graph, node, ctx)

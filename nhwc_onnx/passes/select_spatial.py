@@ -36,7 +36,7 @@ def _common_checks(node: Node, ctx: PassContext) -> str | None:
     return None
 
 
-def _conv(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def conv(graph: Graph, node: Node, ctx: PassContext) -> bool:
     why = _common_checks(node, ctx)
     mode = _pads_string(node) if why is None else None
     if why is None and mode is None:
@@ -71,7 +71,7 @@ def _conv(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _pool(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def pool(graph: Graph, node: Node, ctx: PassContext) -> bool:
     why = _common_checks(node, ctx)
     mode = _pads_string(node) if why is None else None
     if why is None and mode is None:
@@ -87,7 +87,7 @@ def _pool(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _global_pool(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def global_pool(graph: Graph, node: Node, ctx: PassContext) -> bool:
     why = _common_checks(node, ctx)
     if why:
         return refuse(ctx, node, why)
@@ -95,7 +95,7 @@ def _global_pool(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return True
 
 
-def _conv_transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
+def conv_transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
     why = _common_checks(node, ctx)
     w, b = const_of(node.input(1)), const_of(node.input(2))
     if why is None and w is None:
@@ -166,9 +166,3 @@ def _transpose_plan(hw, kernel, strides, dil, windows):
         return "SAME", same_pad, None if lengths == default else lengths, None
     ends = [start + length for start, length in windows]
     return "VALID", [0, 0], ends, True
-
-
-SPATIAL_HANDLERS = {
-    "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool, "GlobalAveragePool": _global_pool,
-    "GlobalMaxPool": _global_pool, "ConvTranspose": _conv_transpose,
-}
