@@ -99,7 +99,9 @@ def convert(
     t0 = time.perf_counter()
     try:
         stage("load")
-        model = frameworks.load_source(src, fw, options)
+        # The frontend keeps going past refused nodes so the passes judge the rest: one
+        # error then lists the refusals of every stage.
+        model = frameworks.load_source(src, fw, options.replace(keep_going=True))
         t1 = time.perf_counter()
         report.timings["load"] = t1 - t0
         report.source_ops = _source_op_counts(model)

@@ -1,4 +1,5 @@
-"""Generate ``docs/ops.md`` from the dialect schemas and the frontends' converter registries.
+"""Generate ``docs/ops.md`` from the dialect schemas and what each source op converts to
+(``op_support``: the frontends' declarations and ``passes/op_table``).
 
 Run ``python -m nhwc_onnx.docs`` after changing a schema or adding a converter; a test fails
 while the committed file differs from what this module generates.
@@ -6,17 +7,16 @@ while the committed file differs from what this module generates.
 from __future__ import annotations
 
 import argparse
-import importlib
+import json
 from pathlib import Path
 from typing import Any
 
 from . import frameworks
+from .op_support import GROUPS, NOTES, grouped, source_op_support
+from .passes.op_table import NEVER, WHEN
 from .schemas.base import Attr, OpSchema, Port
 
 DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "ops.md"
-
-# frontend module name -> how the docs call the framework (nhwc_onnx.frameworks)
-FRONTENDS = {fw.package: fw.label for fw in frameworks.FRAMEWORKS}
 
 _LAYOUT_NOTES = {
     "implicit": "the layout is in the weights / spatial semantics",
@@ -24,11 +24,6 @@ _LAYOUT_NOTES = {
     "attribute": "an axis attribute refers to NHWC axes",
     "terminate": "changes what the axes mean",
 }
-
-
-def frontend_registry(module: str):
-    """The OpRegistry of ``nhwc_onnx.frontends.<module>`` (an import failure propagates)."""
-    return importlib.import_module(f"nhwc_onnx.frontends.{module}").REGISTRY
 
 
 # -- plain text (for ``nhwc-onnx ops``) --------------------------------------------------------
@@ -81,6 +76,15 @@ def op_text_details(schema: OpSchema) -> str:
             doc = f"  {attr.doc}" if attr.doc else ""
             lines.append(f"    {attr_label(name, attr)}{doc}")
     return "\n".join(lines)
+
+
+def dialect_ops_json(schemas: list[OpSchema]) -> str:
+    """The dialect ops as JSON: ports, attributes and layout class of each."""
+    return json.dumps([{
+        "op": s.name, "domain": s.domain, "layout": s.layout.value,
+        "inputs": [port_label(p) for p in s.inputs], "outputs": [port_label(p) for p in s.outputs],
+        "attributes": {n: attr_label(n, a) for n, a in s.attrs.items()}, "doc": s.doc,
+    } for s in schemas], indent=2)
 
 
 def _port_notes(port: Port) -> str:
@@ -166,17 +170,30 @@ def generate_markdown() -> str:
 
 
 def _frontends_markdown() -> list[str]:
-    sections = []
-    for module, label in FRONTENDS.items():
-        entries = frontend_registry(module).describe()
-        sections += [f"## Supported {label} ops", "",
-                     f"{len(entries)} source ops have a converter.", "",
-                     "| source op | converter |", "|---|---|"]
-        sections += [f"| `{name}` | {_cell(doc)} |" for name, doc in entries]
-        sections.append("")
-    if sections:
-        sections = ["# Source ops per framework", "",
-                    "Generated from each frontend's converter registry.", "", *sections]
+    sections = ["# Source ops per framework", "",
+                ("What each source op converts to, derived from its converter's declaration "
+                 "and the core-op table (nhwc_onnx/passes/op_table.py): **always**, **when** "
+                 "(the condition holds) or **never** (the reason)."), ""]
+    sections += [f"- {note}" for note in NOTES]
+    sections.append("")
+    for fw in frameworks.FRAMEWORKS:
+        label, groups = fw.label, grouped(source_op_support(fw.name))
+        counts = ", ".join(f"{len(groups[g])} {g}" for g in GROUPS)
+        sections += [f"## {label} ops", "",
+                     f"{sum(len(v) for v in groups.values())} source ops: {counts}.", ""]
+        for group in GROUPS:
+            if not groups[group]:
+                continue
+            third = {WHEN: " condition |", NEVER: " reason |"}.get(group, "")
+            sections += [f"### {label}: {group}", "",
+                         f"| source op | dialect ops |{third}",
+                         "|---|---|" + ("---|" if third else "")]
+            for e in groups[group]:
+                dialect = ", ".join(e.dialect_ops) or ("-" if group == NEVER
+                                                       else "(removed or folded)")
+                row = f"| `{e.op}` | {_cell(dialect)} |"
+                sections.append(row + (f" {_cell(e.condition)} |" if third else ""))
+            sections.append("")
     return sections
 
 

@@ -82,6 +82,27 @@ class UnsupportedOpError(NhwcOnnxError, NotImplementedError):
             lines.append(f"hint: {hint}")
         super().__init__("\n".join(lines))
 
+    @classmethod
+    def merged(cls, errors: list[UnsupportedOpError], framework: str = "") -> UnsupportedOpError:
+        """One error listing the problems of ``errors`` in order, each node once. It keeps the
+        framework label when one error (or errors of one label) says everything, and joins
+        the hints."""
+        seen: set[tuple[str, str]] = set()
+        problems, labels = [], []
+        for error in errors:
+            fresh = [p for p in error.problems if (p.node, p.op) not in seen]
+            seen.update((p.node, p.op) for p in fresh)
+            problems += fresh
+            if fresh:
+                labels.append(error.framework)
+        label = labels[0] if len(set(labels)) == 1 else framework
+        hint = "; ".join(dict.fromkeys(e.hint for e in errors if e.hint))
+        result = cls(problems, label, hint)
+        suggestion = [n for e in errors for n in getattr(e, "keep_layout_suggestion", ())]
+        if suggestion:
+            result.keep_layout_suggestion = list(dict.fromkeys(suggestion))
+        return result
+
 
 class ValidationIssue(namedtuple("ValidationIssue", "node op rule message expected found",
                                  defaults=("", ""))):

@@ -1,5 +1,6 @@
-"""What ``nhwc-onnx ops`` prints: the dialect's ops, details of some, or the source ops a
-frontend converts. The command line only prints these lines."""
+"""What ``nhwc-onnx ops`` prints: the dialect's ops, details of some, or what a frontend's
+source ops convert to (``op_support``: always / when / never). The command line only prints
+these lines."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -9,32 +10,38 @@ from .errors import UsageError
 from .spelling import unknown_names
 
 
-def ops_listing(op_names: Sequence[str] = (), framework: str | None = None) -> list[str]:
-    """The lines of the listing. Unknown op names raise UsageError naming each with the
-    closest known one."""
-    from .docs import op_summary_line, op_text_details
+def ops_listing(op_names: Sequence[str] = (), framework: str | None = None,
+                fmt: str = "text") -> list[str]:
+    """The lines of the listing (``fmt`` "json": one JSON document). Unknown op names raise
+    UsageError naming each with the closest known one."""
+    from .docs import dialect_ops_json, op_summary_line, op_text_details
     from .schemas import DIALECT_OPS
 
     if framework:
+        from .op_support import as_json, as_text, source_op_support
+
         fw = frameworks.get(framework)
-        entries = dict(fw.registry().describe())
+        entries = {e.op: e for e in source_op_support(fw.name)}
         unknown = [n for n in op_names if n not in entries]
         if unknown:
             raise UsageError(unknown_names(unknown, entries, f"{fw.package} op(s) with a "
                                            "converter"), param_hint="OP_NAMES")
-        lines = [] if op_names else [f"{len(entries)} {fw.package} op(s) supported:"]
-        return lines + [f"  {name:<28} {entries[name]}".rstrip() for name in op_names or entries]
+        chosen = [entries[n] for n in op_names] if op_names else list(entries.values())
+        return [as_json(chosen) if fmt == "json" else as_text(fw.name, chosen, not op_names)]
     if op_names:
         unknown = [n for n in op_names if n not in DIALECT_OPS]
         if unknown:
             raise UsageError(unknown_names(unknown, DIALECT_OPS.names(), "dialect op(s)"),
                              param_hint="OP_NAMES")
+    schemas = [DIALECT_OPS[n] for n in op_names] if op_names else DIALECT_OPS.all()
+    if fmt == "json":
+        return [dialect_ops_json(schemas)]
+    if op_names:
         lines = []
-        for i, name in enumerate(op_names):
+        for i, schema in enumerate(schemas):
             if i:
                 lines.append("")
-            lines.append(op_text_details(DIALECT_OPS[name]))
+            lines.append(op_text_details(schema))
         return lines
-    schemas = DIALECT_OPS.all()
     return [f"{len(schemas)} ops in domain '{DIALECT_OPS.domain}' (details: nhwc-onnx ops NAME)",
             *(op_summary_line(schema) for schema in schemas)]

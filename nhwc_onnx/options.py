@@ -127,6 +127,10 @@ class ConvertOptions:
     strict: bool = False  # refuse rounding-level rewrites too (docs/rounding.md)
     keep_layout: tuple[str, ...] = ()  # graph inputs/outputs kept in the source's axis order
     exact_cut: bool = True  # a refusal carries the checked exact cut (nhwc_onnx.cut)
+    # Frontends: convert what converts and return the model with ``model.refused`` (a stand-in
+    # per source node not converted) instead of raising; the pass pipeline then lists every
+    # stage's refusals in one error. ``convert`` sets it; changes no converted model.
+    keep_going: bool = False
     # ONNX only: graph inputs given a constant value (name -> array); test suites feed
     # weights, shapes, scales ... as inputs. Not recorded in the report.
     constant_inputs: Mapping[str, Any] = field(default_factory=FrozenMapping, compare=False)
@@ -156,7 +160,8 @@ class ConvertOptions:
             raise UsageError(f"expected 'nhwc' or 'default' (''), got {self.domain!r}",
                              param_hint="domain")
         put("domain", DOMAINS[self.domain])
-        for name in ("weights_as_constants", "allow_transpose", "strict", "exact_cut"):
+        for name in ("weights_as_constants", "allow_transpose", "strict", "exact_cut",
+                     "keep_going"):
             _flag(getattr(self, name), name)
         if not isinstance(self.constant_inputs, Mapping):
             raise _type_error("constant_inputs", "a mapping NAME -> array",

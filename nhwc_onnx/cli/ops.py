@@ -1,5 +1,5 @@
-"""``ops``: the dialect's ops, or the source ops a frontend converts. The listing itself is
-the library's (``nhwc_onnx.op_listing``); this command only prints it."""
+"""``ops``: the dialect's ops, or what a frontend's source ops convert to. The listing itself
+is the library's (``nhwc_onnx.op_listing``); this command only prints it."""
 from __future__ import annotations
 
 import click
@@ -9,10 +9,13 @@ from .common import echo, framework_option
 
 @click.command()
 @click.argument("op_names", nargs=-1, help="Ops to describe in full (default: list every op).")
-@framework_option(help="List the source ops this framework's frontend converts instead.")
-def ops(op_names: tuple[str, ...], framework: str | None) -> None:
+@framework_option(help="List this framework's source ops instead: what each converts to "
+                       "(always / when / never, with the condition or the reason).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Human-readable listing or JSON (one object per op).")
+def ops(op_names: tuple[str, ...], framework: str | None, fmt: str) -> None:
     """List the dialect's ops with their attributes (or details of OP_NAMES)."""
     from ..op_listing import ops_listing
 
-    for line in ops_listing(op_names, framework):
+    for line in ops_listing(op_names, framework, fmt):
         echo(line)

@@ -6,7 +6,8 @@ far, emit helpers) and the source node. ``convert_nodes`` runs them in order und
 
 - the registry scan lists every op without a converter up front;
 - a converter raises ``Refusal(reason)`` when the node has no exact core form: the loop notes it
-  and goes on, skipping the nodes that depend on it, and raises ONE UnsupportedOpError at the end;
+  and goes on, skipping the nodes that depend on it, and raises ONE UnsupportedOpError at the end
+  (or, asked to keep going, returns the problems: see ``keeps_going``);
 - a project error (InvalidModelError, InvalidAttributeError ...) means the user's model is
   broken: raised at once, naming the node;
 - anything else (KeyError, IndexError, TypeError ...) is a bug in nhwc-onnx: ConversionBugError
@@ -15,8 +16,8 @@ far, emit helpers) and the source node. ``convert_nodes`` runs them in order und
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeVar
 
 from ..errors import (
     ConversionBugError,
@@ -28,6 +29,7 @@ from ..errors import (
     NodeProblem,
     UnsupportedOpError,
 )
+from ..ir import UNCONVERTED, Graph, Value
 
 N = TypeVar("N")
 
@@ -44,11 +46,48 @@ def check_node_count(count: int, what: str, noun: str = "nodes") -> None:
                                 "nhwc-onnx converts; refused")
 
 
+def keeps_going(options) -> bool:
+    """Whether the frontend is asked (``ConvertOptions.keep_going``) to convert what it can and
+    return the model with ``model.refused`` set (and a stand-in per source node not
+    converted), instead of raising UnsupportedOpError; the pipeline then judges the rest and
+    raises one error listing every refusal of every stage."""
+    return bool(options.keep_going)
+
+
+def leave_stand_in(graph: Graph, name: str, op: str, inputs: Iterable[Value | None]) -> None:
+    """An UNCONVERTED node for source node ``name`` that was not converted, reading the values
+    it read that exist (so the passes still judge what computes them)."""
+    graph.make_node(op, [v for v in inputs if v is not None], name=name, domain=UNCONVERTED)
+
+
+PerName = Any  # one value for every name of a registration, or a dict name -> value
+
+
+class Declaration(NamedTuple):
+    """What a source op may become: the core ops its converter emits for a node computing on
+    run-time data (the forms that convert, when a configuration is refused), and, when the
+    core ops' own declarations do not say it all, ``converts`` ("always": the converter
+    guarantees their conditions; "folded": the result depends on static shapes or constants
+    only; "never": ``condition`` is why) or a ``condition`` of the converter's own (the op then
+    converts only when it holds)."""
+
+    emits: tuple[str, ...]
+    converts: str | None = None
+    condition: str = ""
+
+
 @dataclass
 class Converter:
     names: tuple[str, ...]
     fn: Callable
     doc: str = ""
+    declarations: dict[str, Declaration] = field(default_factory=dict)
+
+
+def _for(name: str, value: PerName, default: Any = None) -> Any:
+    if isinstance(value, dict):
+        return value.get(name, default)
+    return default if value is None else value
 
 
 class OpRegistry:
@@ -58,7 +97,10 @@ class OpRegistry:
         self.framework = framework
         self._by_name: dict[str, Converter] = {}
 
-    def register(self, *names: str, doc: str = "") -> Callable[[Callable], Callable]:
+    def register(self, *names: str, emits: PerName = None, converts: PerName = None,
+                 condition: PerName = None, doc: str = "") -> Callable[[Callable], Callable]:
+        """Register ``fn`` for ``names``, with each name's Declaration (``emits``,
+        ``converts``, ``condition``: one value for all names, or a dict by name)."""
         def deco(fn: Callable) -> Callable:
             conv = Converter(tuple(names), fn, doc or (fn.__doc__ or "").strip().split("\n")[0])
             for name in names:
@@ -68,9 +110,17 @@ class OpRegistry:
                         f"({self._by_name[name].fn.__name__} and {fn.__name__})"
                     )
                 self._by_name[name] = conv
+                emitted = _for(name, emits)
+                if emitted is not None:
+                    conv.declarations[name] = Declaration(
+                        tuple(emitted), _for(name, converts), _for(name, condition, ""))
             return fn
 
         return deco
+
+    def declaration(self, name: str) -> Declaration | None:
+        conv = self._by_name.get(name)
+        return None if conv is None else conv.declarations.get(name)
 
     def get(self, name: str) -> Converter | None:
         return self._by_name.get(name)
@@ -116,7 +166,8 @@ def convert_nodes(
     blocked: Callable[[N], bool] | None = None,
     not_converted: Callable[[N], None] | None = None,
     problems: Iterable[NodeProblem] = (),
-) -> None:
+    keep_going: Graph | None = None,
+) -> list[NodeProblem]:
     """Convert ``nodes`` in order; raise one UnsupportedOpError listing every node that has no
     exact form (``problems`` found earlier by the frontend come first).
 
@@ -124,6 +175,10 @@ def convert_nodes(
     context and calls ``converter.fn(ctx, node)``. A node for which ``blocked(node)`` is true
     reads a value a failed node should have made: skipped without a second message.
     ``not_converted(node)`` hears of every node skipped or refused.
+
+    ``keep_going`` (the graph being built): nothing is raised for refusals; the nodes a refused
+    converter emitted before refusing are taken out of the graph again, and the problems are
+    returned (in model order).
     """
     nodes = list(nodes)
     found = list(problems)
@@ -137,12 +192,15 @@ def convert_nodes(
             if not_converted is not None:
                 not_converted(node)
             continue
+        emitted = len(keep_going) if keep_going is not None else 0
         try:
             convert(registry.get(op), node)
         except Refusal as refusal:
             found.append(NodeProblem(name, op, refusal.reason))
+            _take_out(keep_going, emitted)
         except UnsupportedOpError as exc:
             found.extend(exc.problems)
+            _take_out(keep_going, emitted)
         except NhwcOnnxError as exc:
             named = _naming(exc, ConversionContext(name, op, framework))
             if named is exc:
@@ -156,8 +214,18 @@ def convert_nodes(
             continue
         if not_converted is not None:
             not_converted(node)
-    if found:
-        raise UnsupportedOpError(sort_problems(found, nodes, describe), framework)
+    found = sort_problems(found, nodes, describe) if found else []
+    if found and keep_going is None:
+        raise UnsupportedOpError(found, framework)
+    return found
+
+
+def _take_out(graph: Graph | None, count: int) -> None:
+    """Remove the nodes added to ``graph`` after its first ``count`` (a refused converter's)."""
+    if graph is None:
+        return
+    for node in reversed(graph.nodes[count:]):
+        graph.remove_node(node)
 
 
 def sort_problems(problems: Iterable[NodeProblem], nodes: Iterable[N],

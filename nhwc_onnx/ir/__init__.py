@@ -1,6 +1,18 @@
 """The shared intermediate representation: see ``core.py``."""
-from .core import CORE, DIALECT, LAYOUTS, NCHW, NHWC, Graph, Model, Node, Shape, Value
+from .core import (
+    CORE,
+    DIALECT,
+    LAYOUTS,
+    NCHW,
+    NHWC,
+    UNCONVERTED,
+    Graph,
+    Model,
+    Node,
+    Shape,
+    Value,
+)
 from .deferred import DeferredArray, ScaledWeight
 
-__all__ = ["CORE", "DIALECT", "LAYOUTS", "NCHW", "NHWC", "DeferredArray", "Graph", "Model", "Node",
-           "ScaledWeight", "Shape", "Value"]
+__all__ = ["CORE", "DIALECT", "LAYOUTS", "NCHW", "NHWC", "UNCONVERTED", "DeferredArray", "Graph",
+           "Model", "Node", "ScaledWeight", "Shape", "Value"]

@@ -24,6 +24,9 @@ LAYOUTS = (NHWC, NCHW)
 
 CORE = "core"  # domain of framework-neutral ops emitted by frontends
 DIALECT = "nhwc"  # domain of the 37 target ops
+# Domain of a frontend's stand-in for a source node it could not convert (op: the source op):
+# it reads what the node read, so the passes still judge the nodes computing those values.
+UNCONVERTED = "unconverted"
 
 
 class Value:
@@ -230,6 +233,10 @@ class Graph:
     def release_name(self, name: str) -> None:
         """Make a reserved tensor name available again (for the value that should carry it)."""
         self._names.discard(name)
+
+    def release_node_name(self, name: str) -> None:
+        """Make a node name available again (for a node that takes a removed one's place)."""
+        self._node_names.discard(name)
 
     def rename_value(self, value: Value, base: str) -> str:
         """Give ``value`` a fresh name derived from ``base``; its old name becomes free."""
@@ -501,6 +508,9 @@ class Model:
         # What the file read breaks but the IR cannot hold (two initializers with one name:
         # the graph keeps one); errors.ValidationIssue records, reported by validate().
         self.load_issues: list = []
+        # NodeProblems of the source nodes a frontend asked to keep going could not convert
+        # (each left as an UNCONVERTED stand-in); the pipeline lists them with its own.
+        self.refused: list = []
 
     def __repr__(self) -> str:
         return f"Model({self.graph.name!r}, {len(self.graph)} nodes)"

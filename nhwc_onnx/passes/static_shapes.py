@@ -160,7 +160,7 @@ def _refuse_absurd(node, shape) -> None:
             f"(limit {MAX_EVAL_ELEMENTS}); refused as absurd")
 
 
-def refuse_empty_tensors(graph: Graph) -> None:
+def refuse_empty_tensors(graph: Graph, ctx: PassContext) -> None:
     """A computed tensor with no elements (Expand to a 0 dim, an empty Slice) that something
     reads has no dialect form: one refusal listing every producer. Unread empty tensors (an
     empty Split piece) are left to the passes that drop them."""
@@ -175,7 +175,7 @@ def refuse_empty_tensors(graph: Graph) -> None:
                     node.name, node.op, f"output '{value.name}' is empty (shape "
                     f"{_fmt(value.shape)}); empty tensors have no dialect form"))
     if problems:
-        raise UnsupportedOpError(problems)
+        ctx.refuse_stage(UnsupportedOpError(problems))
 
 
 def unknown_values(graph: Graph) -> list[Value]:
@@ -204,5 +204,5 @@ class StaticShapes(Pass):
                     f"{len(missing)} tensor(s) have shapes that cannot be computed statically: "
                     f"{shown}; shapes computed at run time are not supported"
                 )
-            refuse_empty_tensors(graph)
+            refuse_empty_tensors(graph, ctx)
         return PassResult(changed)

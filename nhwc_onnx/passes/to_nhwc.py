@@ -106,7 +106,7 @@ class ToNHWC(Pass):
             error = UnsupportedOpError(_unique(state.problems), "NCHW->NHWC",
                                        hint=_keep_layout_hint(names))
             error.keep_layout_suggestion = names
-            raise error
+            ctx.refuse_stage(error)  # raised, or kept while the later passes judge the rest
         _finish(state, model, nchw, transposed)
         return PassResult(state.changed)
 

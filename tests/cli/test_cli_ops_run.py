@@ -1,6 +1,7 @@
 """`nhwc-onnx ops` and `nhwc-onnx run`."""
 from __future__ import annotations
 
+import json
 import re
 import sys
 import types
@@ -8,8 +9,8 @@ import types
 import numpy as np
 import pytest
 
-from nhwc_onnx.docs import frontend_registry
 from nhwc_onnx.frontends.base import OpRegistry
+from nhwc_onnx.op_support import frontend_registry
 from nhwc_onnx.schemas import DIALECT_OPS
 from nhwc_onnx.serialize import load
 
@@ -49,8 +50,10 @@ def test_ops_unknown_name_is_a_usage_error(invoke):
 
 def _fake_caffe_registry(monkeypatch) -> None:
     registry = OpRegistry("caffe")
-    registry.register("Convolution", doc="conv with explicit pads")(lambda *a: None)
-    registry.register("ReLU", "ReLU6")(lambda *a: None)
+    registry.register("Convolution", doc="conv with explicit pads", emits=("Conv",))(
+        lambda *a: None)
+    registry.register("ReLU", "ReLU6", emits={"ReLU": ("Relu",), "ReLU6": ("Erf",)})(
+        lambda *a: None)
     fake = types.ModuleType("nhwc_onnx.frontends.caffe")
     fake.REGISTRY = registry
     monkeypatch.setitem(sys.modules, "nhwc_onnx.frontends.caffe", fake)
@@ -60,8 +63,13 @@ def test_ops_framework_with_names_shows_those_ops_or_refuses_unknown_ones(invoke
     _fake_caffe_registry(monkeypatch)
     named = invoke("ops", "--framework", "caffe", "ReLU6", "Convolution")
     assert named.exit_code == 0, named.output
-    assert [line.split()[0] for line in named.stdout.splitlines()] == ["ReLU6", "Convolution"]
-    assert "conv with explicit pads" in named.stdout.splitlines()[1]
+    lines = named.stdout.splitlines()
+    assert [line.split()[0] for line in lines if not line.startswith(" ")] == [
+        "ReLU6", "Convolution"]
+    assert lines[0].split()[1:] == ["never", "-"]
+    assert lines[1] == "    why: Erf: no dialect op computes the error function"
+    assert lines[2].split()[1:] == ["when", "AddBias,", "Conv,", "DepthwiseConv2d,", "Pad"]
+    assert lines[3].startswith("    when: Conv: a 2-D convolution of a 4-D map with constant")
     unknown = invoke("ops", "--framework", "caffe", "relu", "Pooling")
     assert unknown.exit_code == 2 and unknown.stdout == ""
     assert unknown.stderr.strip().endswith(
@@ -69,14 +77,50 @@ def test_ops_framework_with_names_shows_those_ops_or_refuses_unknown_ones(invoke
         "(known: Convolution, ReLU, ReLU6)")
 
 
-def test_ops_framework_lists_the_frontend_registry(invoke, monkeypatch):
+def test_ops_framework_lists_the_three_groups(invoke, monkeypatch):
     _fake_caffe_registry(monkeypatch)
     result = invoke("ops", "--framework", "caffe")
     assert result.exit_code == 0, result.output
-    lines = result.stdout.splitlines()
-    assert lines[0] == "3 caffe op(s) supported:"
-    assert [line.split()[0] for line in lines[1:]] == ["Convolution", "ReLU", "ReLU6"]
-    assert "conv with explicit pads" in lines[1]
+    text = result.stdout
+    assert text.splitlines()[0] == "3 caffe op(s): 1 always, 1 when, 1 never"
+    always = text.index("always (1):\n  ReLU ")
+    when = text.index("when (1):\n  Convolution ")
+    never = text.index("never (1):\n  ReLU6 ")
+    assert always < when < never
+
+
+def test_ops_framework_json_has_one_claim_per_source_op(invoke, monkeypatch):
+    _fake_caffe_registry(monkeypatch)
+    result = invoke("ops", "--framework", "caffe", "--format", "json")
+    assert result.exit_code == 0, result.output
+    claims = json.loads(result.stdout)
+    assert [c["op"] for c in claims] == ["Convolution", "ReLU", "ReLU6"]
+    assert claims[1] == {"op": "ReLU", "converts": "always", "condition": "",
+                         "dialect_ops": ["Relu"]}
+    assert claims[0]["converts"] == "when" and "constant weights" in claims[0]["condition"]
+    assert claims[2] == {"op": "ReLU6", "converts": "never", "dialect_ops": [],
+                         "condition": "Erf: no dialect op computes the error function"}
+
+
+def test_ops_json_of_the_real_onnx_frontend_makes_no_false_claims(invoke):
+    """Ops refused as soon as they compute anything are listed as never (they were all
+    "supported" before), ops with a condition as when."""
+    claims = {c["op"]: c for c in json.loads(
+        invoke("ops", "--framework", "onnx", "--format", "json").stdout)}
+    for op in ("Exp", "Sqrt", "Softsign", "Reciprocal", "Div", "Equal", "ArgMax", "Cast"):
+        assert claims[op]["converts"] != "always", op
+    for op in ("Sqrt", "Softsign", "Reciprocal", "Equal", "ArgMax", "Erf", "LRN"):
+        assert claims[op]["converts"] == "never" and claims[op]["condition"], op
+    assert claims["Div"]["converts"] == "when"
+    assert claims["Div"]["condition"].startswith("the divisor is constant")
+    assert claims["Relu"] == {"op": "Relu", "converts": "always", "condition": "",
+                              "dialect_ops": ["Relu"]}
+
+
+def test_ops_json_of_dialect_ops(invoke):
+    ops = json.loads(invoke("ops", "Pad", "--format", "json").stdout)
+    assert [o["op"] for o in ops] == ["Pad"] and ops[0]["attributes"]["pads"] == \
+        "pads: ints (required)"
 
 
 def test_ops_framework_with_a_broken_frontend_import_fails_loudly(invoke, monkeypatch):
@@ -85,8 +129,8 @@ def test_ops_framework_with_a_broken_frontend_import_fails_loudly(invoke, monkey
     assert result.exit_code == 1
     assert "internal error" in result.stderr and "nhwc_onnx.frontends.onnx" in result.stderr
     assert "Traceback" not in result.output
-    with pytest.raises(ModuleNotFoundError):
-        frontend_registry("no_such_framework")
+    with pytest.raises(ModuleNotFoundError):  # the claims need the registry: no fallback
+        frontend_registry("onnx")
 
 
 # -- run ----------------------------------------------------------------------------------------

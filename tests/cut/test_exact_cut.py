@@ -263,22 +263,26 @@ def test_refusal_by_a_dialect_pass_gets_a_checked_cut(tmp_path):
 
 
 def test_the_cut_is_converted_before_it_is_suggested(tmp_path):
-    """The frontend refuses only Sin; the first cut (q) would then be refused by the passes
-    (Sqrt): converting it finds that, and the suggestion moves up to r."""
+    """The conversion refuses only Sin; the first cut (q, the squeezed map) would then be
+    refused as a graph output (stored H, W, C, its source order C, H, W needs a layout
+    Transpose), which no conversion of the whole model can see: converting the cut finds
+    that, and the suggestion moves up to r."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
-        helper.make_node("Sqrt", ["r"], ["q"], name="root"),
+        helper.make_node("Squeeze", ["r", "axes"], ["q"], name="q"),
         helper.make_node("Sin", ["q"], ["y"], name="sin"),
     ]
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 7])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([0], np.int64), "axes")])
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     proto.ir_version = 8
     source = tmp_path / "model.onnx"
     onnx.save(proto, str(source))
     result = _convert(source, "-o", tmp_path / "m.onnx")
-    assert "node 'root'" not in result.stderr  # the first refusal names Sin only
+    assert "cannot convert 1 onnx node(s)" in result.stderr  # the first refusal: Sin only
+    assert "node 'q'" not in result.stderr
     assert _suggested(result) == ["r"]
 
 

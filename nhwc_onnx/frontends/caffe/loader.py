@@ -10,7 +10,7 @@ import numpy as np
 from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem, UnsupportedOpError
 from ...ir import Graph, Model
 from ...options import ConvertOptions
-from ..base import Converter, convert_nodes, sort_problems
+from ..base import Converter, convert_nodes, keeps_going, leave_stand_in, sort_problems
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder
 from .prototxt import inference_layers, read_prototxt
@@ -88,10 +88,22 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
         converter.fn(b, layer)
         unset.difference_update(layer.top)
 
+    keep_going = keeps_going(options)
+
+    def not_converted(layer: pb.LayerParameter) -> None:
+        if keep_going:
+            read = [b.blobs[n] for n in layer.bottom if n in b.blobs and n not in unset]
+            b.consumed.update(id(v) for v in read)  # read, so not a net output
+            leave_stand_in(graph, layer.name, layer.type, read)
+        unset.update(layer.top)
+
     try:
         _net_inputs(b, net)
-        convert_nodes(layers, REGISTRY, "caffe", _describe, convert, blocked=lambda layer: any(name in unset for name in layer.bottom),
-                      not_converted=lambda layer: unset.update(layer.top), problems=problems)
+        refused = convert_nodes(
+            layers, REGISTRY, "caffe", _describe, convert,
+            blocked=lambda layer: any(name in unset for name in layer.bottom),
+            not_converted=not_converted, problems=problems,
+            keep_going=graph if keep_going else None)
     except (InvalidModelError, InvalidAttributeError):
         if not problems:
             raise
@@ -105,7 +117,7 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
         raise InvalidModelError(
             f"requested input(s) {', '.join(unknown)} are not inputs of this net (its inputs: "
             f"{', '.join(v.name for v in graph.inputs)}); a Caffe net's inputs are fixed")
-    graph.outputs = _outputs(b, options)
+    graph.outputs = _outputs(b, options, unset if refused else None)
     b.finish()
     model = Model(graph, {"source_framework": "caffe", "source_file": os.fspath(path)})
     # One count per Caffe layer (a layer may become several core nodes).
@@ -115,6 +127,7 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
         model.metadata["source_weights"] = os.fspath(options.weights)
     if b.preprocessing:
         model.metadata["preprocessing"] = json.dumps(b.preprocessing, sort_keys=True)
+    model.refused = refused
     return model, weights
 
 
@@ -132,10 +145,13 @@ def _layers_for(layers: list[pb.LayerParameter], outputs: list[str]) -> list[pb.
     return list(reversed(keep))
 
 
-def _outputs(b: CaffeBuilder, options: ConvertOptions) -> list:
+def _outputs(b: CaffeBuilder, options: ConvertOptions, unset: set[str] | None = None) -> list:
+    """The net's outputs; ``unset``: blobs refused layers should have written (left out)."""
     if options.outputs:
         outs = []
         for name in options.outputs:
+            if unset is not None and name in unset:
+                continue
             if name not in b.blobs:
                 raise InvalidModelError(f"requested output(s) {name} are not blobs of this net")
             outs.append(b.blobs[name])
@@ -143,7 +159,7 @@ def _outputs(b: CaffeBuilder, options: ConvertOptions) -> list:
     # Caffe's net outputs: the final version of every blob no layer reads.
     outs = [v for v in b.produced
             if id(v) not in b.consumed and b.blobs.get(v.meta["source_name"]) is v]
-    if not outs:
+    if not outs and unset is None:
         raise InvalidModelError("the net has no outputs (every blob is consumed)")
     return outs
 

@@ -21,7 +21,7 @@ def _unary(b: CaffeBuilder, layer: pb.LayerParameter, op: str, attrs=None) -> No
     b.bind(layer, [top])
 
 
-@converter("ReLU", doc="Relu, or LeakyRelu when negative_slope != 0")
+@converter("ReLU", emits=("Relu", "LeakyRelu"), doc="Relu, or LeakyRelu when negative_slope != 0")
 def convert_relu(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     slope = float(layer.relu_param.negative_slope)
     if slope == 0.0:
@@ -30,48 +30,48 @@ def convert_relu(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
         _unary(b, layer, "LeakyRelu", {"alpha": slope})
 
 
-@converter("ReLU6", doc="Clip(0, 6)")
+@converter("ReLU6", emits=("Clip",), doc="Clip(0, 6)")
 def convert_relu6(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Clip", {"min": 0.0, "max": 6.0})
 
 
-@converter("Clip", doc="Clip(min, max)")
+@converter("Clip", emits=("Clip",), doc="Clip(min, max)")
 def convert_clip(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.clip_param
     _unary(b, layer, "Clip", {"min": float(p.min), "max": float(p.max)})
 
 
-@converter("ELU", doc="Elu(alpha)")
+@converter("ELU", emits=("Elu",), doc="Elu(alpha)")
 def convert_elu(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Elu", {"alpha": float(layer.elu_param.alpha)})
 
 
-@converter("Sigmoid", doc="Sigmoid")
+@converter("Sigmoid", emits=("Sigmoid",), doc="Sigmoid")
 def convert_sigmoid(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Sigmoid")
 
 
-@converter("TanH", doc="Tanh")
+@converter("TanH", emits=("Tanh",), doc="Tanh")
 def convert_tanh(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Tanh")
 
 
-@converter("AbsVal", doc="Abs")
+@converter("AbsVal", emits=("Abs",), doc="Abs")
 def convert_absval(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Abs")
 
 
-@converter("BNLL", doc="Softplus: log(1 + exp(x))")
+@converter("BNLL", emits=("Softplus",), doc="Softplus: log(1 + exp(x))")
 def convert_bnll(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Softplus")
 
 
-@converter("Dropout", doc="Identity (inference)")
+@converter("Dropout", emits=("Identity",), doc="Identity (inference)")
 def convert_dropout(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Identity")
 
 
-@converter("Swish", doc="x * Sigmoid(beta * x)")
+@converter("Swish", emits=("Mul", "Sigmoid"), converts="always", doc="x * Sigmoid(beta * x)")
 def convert_swish(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = _one_bottom(b, layer)
     shape = shape_of(x)
@@ -86,7 +86,9 @@ def convert_swish(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Power", doc="(shift + scale*x)^power with Mul/Add/Pow (Sqrt/Reciprocal/Square)")
+@converter("Power", emits=("Mul", "Add", "Square", "Identity"), converts="when",
+           condition="power is 1 or 2 (a square root, reciprocal or other power has no dialect "
+                     "form)", doc="(shift + scale*x)^power with Mul/Add/Pow (Sqrt/Reciprocal/Square)")
 def convert_power(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.power_param
     (x,) = _one_bottom(b, layer)
@@ -118,7 +120,7 @@ def convert_power(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("PReLU", doc="PRelu with per-channel (or shared) slopes")
+@converter("PReLU", emits=("PRelu",), doc="PRelu with per-channel (or shared) slopes")
 def convert_prelu(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = _one_bottom(b, layer)
     shape = shape_of(x)

@@ -130,12 +130,14 @@ def _nchw(x, layer) -> tuple[int, int, int, int]:
 
 
 @converter("Convolution", "ConvolutionDepthwise", "DepthwiseConvolution", check=_check_conv,
+           emits=("Conv",), converts="when", condition="2-D",
            doc="Conv (group, dilation, per-axis pads/strides), weights OIHW")
 def convert_convolution(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _conv_common(b, layer, transpose=False)
 
 
-@converter("Deconvolution", check=_check_conv, doc="ConvTranspose, weights IOHW")
+@converter("Deconvolution", check=_check_conv, emits=("ConvTranspose",), converts="when",
+           condition="2-D", doc="ConvTranspose, weights IOHW")
 def convert_deconvolution(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _conv_common(b, layer, transpose=True)
 
@@ -150,6 +152,9 @@ def _check_pooling(layer: pb.LayerParameter) -> str | None:
 
 
 @converter("Pooling", check=_check_pooling,
+           emits=("MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"),
+           condition="MAX or AVE without a mask top; with ceil rounding, a stride no larger "
+                     "than the kernel",
            doc="MaxPool/AveragePool (ceil or floor rounding, Caffe AVE counting), global pools")
 def convert_pooling(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.pooling_param
@@ -206,7 +211,7 @@ def _one_bottom(b: CaffeBuilder, layer: pb.LayerParameter):
     return xs
 
 
-@converter("InnerProduct", doc="Flatten(axis) + Gemm (transB unless transpose)")
+@converter("InnerProduct", emits=("Flatten", "Gemm", "Reshape"), doc="Flatten(axis) + Gemm (transB unless transpose)")
 def convert_inner_product(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.inner_product_param
     (x,) = _one_bottom(b, layer)

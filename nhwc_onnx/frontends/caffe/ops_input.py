@@ -7,7 +7,7 @@ from .builder import CaffeBuilder
 from .registry import converter
 
 
-@converter("Input", doc="graph inputs with input_param shapes")
+@converter("Input", emits=(), doc="graph inputs with input_param shapes")
 def convert_input(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     shapes = [list(s.dim) for s in layer.input_param.shape]
     if shapes and len(shapes) not in (1, len(layer.top)):
@@ -61,7 +61,7 @@ def _preprocessing(layer: pb.LayerParameter) -> dict:
 
 
 @converter("Data", "ImageData", "MemoryData", "DummyData", "HDF5Data", "WindowData",
-           "AnnotatedData", doc="the first top becomes a graph input; transform_param is recorded")
+           "AnnotatedData", emits=(), doc="the first top becomes a graph input; transform_param is recorded")
 def convert_data(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     if not layer.top:
         raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no top")

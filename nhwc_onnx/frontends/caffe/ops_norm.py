@@ -12,7 +12,9 @@ from .registry import converter
 from .weights import BlobSpec
 
 
-@converter("BatchNorm",
+@converter("BatchNorm", emits=("BatchNormalization",), converts="when",
+           condition="use_global_stats (the default at test time): batch statistics have no "
+                     "dialect form",
            doc="BatchNormalization with stored mean/var divided by the scale factor; "
                "use_global_stats: false normalises with the batch's own statistics")
 def convert_batchnorm(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
@@ -103,12 +105,12 @@ def _affine(b: CaffeBuilder, layer: pb.LayerParameter, multiply: bool) -> None:
     b.bind(layer, [top])
 
 
-@converter("Scale", doc="Mul by channel-shaped constants (or a second bottom), optional Add")
+@converter("Scale", emits=("Mul", "Add", "Reshape"), converts="always", doc="Mul by channel-shaped constants (or a second bottom), optional Add")
 def convert_scale(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _affine(b, layer, multiply=True)
 
 
-@converter("Bias", doc="Add of a broadcast constant (or a second bottom)")
+@converter("Bias", emits=("Add", "Reshape"), converts="always", doc="Add of a broadcast constant (or a second bottom)")
 def convert_bias(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _affine(b, layer, multiply=False)
 
@@ -132,7 +134,7 @@ def _batch_statistics(b: CaffeBuilder, layer: pb.LayerParameter, x: Value, shape
     b.bind(layer, [top])
 
 
-@converter("LRN", doc="Local response normalisation as core ops, like ONNX LRN (x^-beta of a "
+@converter("LRN", emits=("Mul", "AveragePool", "Conv", "Add", "Pow", "Div"), doc="Local response normalisation as core ops, like ONNX LRN (x^-beta of a "
                       "tensor then has no dialect form: refused there with the same reason)")
 def convert_lrn(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     """ACROSS_CHANNELS: the windowed sum of squares over channels is a 1x1 convolution with a

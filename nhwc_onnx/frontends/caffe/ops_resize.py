@@ -13,7 +13,8 @@ def _check_upsample(layer: pb.LayerParameter) -> str | None:
     return None
 
 
-@converter("Upsample", check=_check_upsample,
+@converter("Upsample", check=_check_upsample, emits=("Resize",), converts="when",
+           condition="no mask bottom (max-unpooling)",
            doc="Resize nearest (asymmetric, floor) by integer factors")
 def convert_upsample(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.upsample_param
@@ -59,7 +60,9 @@ def _interp_size(size: int, p: pb.InterpParameter) -> int:
     return 0
 
 
-@converter("Interp", check=_check_interp,
+@converter("Interp", check=_check_interp, emits=("Resize",), converts="when",
+           condition="the output keeps the input's size (align_corners bilinear resizing has "
+                     "no dialect form)",
            doc="Resize linear with align_corners (DeepLab Interp)")
 def convert_interp(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.interp_param

@@ -18,7 +18,7 @@ def _bad(layer: pb.LayerParameter, message: str) -> InvalidModelError:
     return InvalidModelError(f"layer '{layer.name}' ({layer.type}): {message}")
 
 
-@converter("Eltwise", doc="SUM (with coefficients) as Mul/Add, PROD as Mul, MAX as Max")
+@converter("Eltwise", emits=("Mul", "Add", "Max"), converts="always", doc="SUM (with coefficients) as Mul/Add, PROD as Mul, MAX as Max")
 def convert_eltwise(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.eltwise_param
     xs = b.bottoms(layer)
@@ -48,7 +48,7 @@ def convert_eltwise(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Axpy", doc="a * x + y with a of shape (N, C, 1, 1) (SENet forks)")
+@converter("Axpy", emits=("Mul", "Add"), converts="always", doc="a * x + y with a of shape (N, C, 1, 1) (SENet forks)")
 def convert_axpy(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     xs = b.bottoms(layer)
     if len(xs) != 3:
@@ -63,7 +63,7 @@ def convert_axpy(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Concat", doc="Concat along axis (or the legacy concat_dim)")
+@converter("Concat", emits=("Concat", "Identity"), doc="Concat along axis (or the legacy concat_dim)")
 def convert_concat(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.concat_param
     xs = b.bottoms(layer)
@@ -85,7 +85,7 @@ def convert_concat(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Slice", doc="Split at slice_point (or into equal parts)")
+@converter("Slice", emits=("Split", "Identity"), doc="Split at slice_point (or into equal parts)")
 def convert_slice(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.slice_param
     (x,) = _one_bottom(b, layer)
@@ -114,7 +114,7 @@ def convert_slice(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, outs)
 
 
-@converter("Split", doc="Identity copies, one per top")
+@converter("Split", emits=("Identity",), doc="Identity copies, one per top")
 def convert_split(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = _one_bottom(b, layer)
     outs = [b.top_value(layer, i, shape_of(x)) for i in range(len(layer.top))]
@@ -126,12 +126,12 @@ def convert_split(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, outs)
 
 
-@converter("Silence", doc="consumes its bottoms, produces nothing")
+@converter("Silence", emits=(), doc="consumes its bottoms, produces nothing")
 def convert_silence(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bottoms(layer)
 
 
-@converter("Softmax", doc="Softmax along axis")
+@converter("Softmax", emits=("Softmax",), doc="Softmax along axis")
 def convert_softmax(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = _one_bottom(b, layer)
     shape = shape_of(x)
@@ -147,7 +147,7 @@ def _reshape_to(b: CaffeBuilder, layer: pb.LayerParameter, x, out_shape) -> None
     b.bind(layer, [top])
 
 
-@converter("Flatten", doc="Flatten (axis 1 to the end) or an equivalent static Reshape")
+@converter("Flatten", emits=("Flatten", "Reshape"), doc="Flatten (axis 1 to the end) or an equivalent static Reshape")
 def convert_flatten(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.flatten_param
     (x,) = _one_bottom(b, layer)
@@ -204,13 +204,13 @@ def caffe_reshape(shape: tuple[int, ...], p: pb.ReshapeParameter, layer) -> tupl
     return tuple(out)
 
 
-@converter("Reshape", doc="Reshape to the static shape Caffe computes")
+@converter("Reshape", emits=("Reshape",), doc="Reshape to the static shape Caffe computes")
 def convert_reshape(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = _one_bottom(b, layer)
     _reshape_to(b, layer, x, caffe_reshape(shape_of(x), layer.reshape_param, layer))
 
 
-@converter("Permute", doc="Transpose (order, missing axes appended)")
+@converter("Permute", emits=("Transpose", "Identity"), doc="Transpose (order, missing axes appended)")
 def convert_permute(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = _one_bottom(b, layer)
     shape = shape_of(x)
@@ -227,7 +227,7 @@ def convert_permute(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Crop", doc="Slice to the second bottom's size at the given offsets")
+@converter("Crop", emits=("Slice",), doc="Slice to the second bottom's size at the given offsets")
 def convert_crop(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.crop_param
     xs = b.bottoms(layer)
@@ -256,7 +256,7 @@ def convert_crop(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("ShuffleChannel", doc="Reshape (N, g, C/g, H, W) -> Transpose -> Reshape")
+@converter("ShuffleChannel", emits=("Reshape", "Transpose"), doc="Reshape (N, g, C/g, H, W) -> Transpose -> Reshape")
 def convert_shuffle_channel(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = _one_bottom(b, layer)
     shape = shape_of(x)

@@ -14,11 +14,14 @@ REGISTRY = OpRegistry("caffe")
 CHECKS: dict[str, Callable] = {}
 
 
-def converter(*types: str, check: Callable | None = None, doc: str = "") -> Callable:
-    """Register ``fn(builder, layer)`` for the given Caffe layer types."""
+def converter(*types: str, check: Callable | None = None, doc: str = "", emits=None,
+              converts=None, condition=None) -> Callable:
+    """Register ``fn(builder, layer)`` for the given Caffe layer types (``emits``,
+    ``converts``, ``condition``: their Declaration, as for OpRegistry.register)."""
 
     def deco(fn: Callable) -> Callable:
-        REGISTRY.register(*types, doc=doc)(fn)
+        REGISTRY.register(*types, doc=doc, emits=emits, converts=converts,
+                          condition=condition)(fn)
         if check is not None:
             for t in types:
                 CHECKS[t] = check

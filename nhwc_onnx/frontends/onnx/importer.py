@@ -12,7 +12,14 @@ from ...ir import CORE, NCHW, Graph, Model, Value
 from ...ir.input_shapes import find_override, input_shape
 from ...options import ConvertOptions
 from ...schemas.base import CORE_OPS, check_attr_value
-from ..base import Converter, OpRegistry, Refusal, convert_nodes
+from ..base import (
+    Converter,
+    OpRegistry,
+    Refusal,
+    convert_nodes,
+    keeps_going,
+    leave_stand_in,
+)
 from .context import NodeCtx
 from .folding import ShapeFolder
 from .structure import (
@@ -83,7 +90,7 @@ class OnnxImporter:
         self.folder = ShapeFolder(self.proto, self.consts, {v.name: v.shape for v in inputs},
                                   self.opsets)
         self._make_values(g, order, inputs)
-        self._convert(selected, names)
+        refused = self._convert(selected, names)
         self.graph.outputs = [self.value(n) for n in self._output_names()]
         model = Model(self.graph, {
             "source_framework": "onnx",
@@ -93,6 +100,7 @@ class OnnxImporter:
         })
         for node in selected:
             model.source_op_counts[node.op_type] = model.source_op_counts.get(node.op_type, 0) + 1
+        model.refused = refused
         return model
 
     def _output_names(self) -> list[str]:
@@ -204,11 +212,21 @@ class OnnxImporter:
                 self.graph.reserve_name(out)
                 self.values[out] = value
 
-    def _convert(self, order: list[onnx.NodeProto], names: dict[int, str]) -> None:
+    def _convert(self, order: list[onnx.NodeProto], names: dict[int, str]) -> list[NodeProblem]:
+        """Convert every node; the problems (raised unless the options say keep going)."""
         problems = self._dtype_problems() if self.float32_only else []
-        convert_nodes(order, self.registry, "onnx", lambda node: (names[id(node)], node.op_type),
-                      lambda converter, node: self._convert_node(converter, node, names),
-                      problems=problems)
+        keep_going = keeps_going(self.options)
+
+        def stand_in(node: onnx.NodeProto) -> None:
+            # Its outputs stay without a producer: the pipeline drops what reads them.
+            leave_stand_in(self.graph, names[id(node)], node.op_type,
+                           (self.values.get(i) for i in node.input if i))
+
+        return convert_nodes(order, self.registry, "onnx",
+                             lambda node: (names[id(node)], node.op_type),
+                             lambda converter, node: self._convert_node(converter, node, names),
+                             problems=problems, not_converted=stand_in if keep_going else None,
+                             keep_going=self.graph if keep_going else None)
 
     def _convert_node(self, converter: Converter, node: onnx.NodeProto,
                       names: dict[int, str]) -> None:

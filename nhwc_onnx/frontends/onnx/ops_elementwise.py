@@ -12,19 +12,21 @@ _UNARY = ("Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Sqrt", "Reciprocal", "Exp", 
           "Softplus", "Erf", "HardSwish", "Floor", "Ceil", "Round", "Sign", "Not")
 
 
-@REGISTRY.register(*_UNARY)
+@REGISTRY.register(*_UNARY, emits={op: (op,) for op in _UNARY})
 def unary(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Elementwise op with the same meaning in core."""
     ctx.emit(ctx.op, [ctx.require_input(0, "X")])
 
 
-@REGISTRY.register("Identity")
+@REGISTRY.register("Identity", emits=("Identity",))
 def identity(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Pass-through."""
     ctx.passthrough()
 
 
-@REGISTRY.register("Dropout")
+@REGISTRY.register("Dropout", emits=("Identity",),
+                   condition="inference: training_mode absent or a constant false, the mask "
+                             "output unused")
 def dropout(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Inference dropout is the identity (training mode and a used mask are refused)."""
     ctx.attr("ratio")  # no effect at inference
@@ -37,21 +39,21 @@ def dropout(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Identity", [ctx.require_input(0, "X")], outputs=[ctx.output(0)])
 
 
-@REGISTRY.register("Elu", "LeakyRelu")
+@REGISTRY.register("Elu", "LeakyRelu", emits={"Elu": ("Elu",), "LeakyRelu": ("LeakyRelu",)})
 def alpha_activation(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """ELU / leaky ReLU with their alpha."""
     default = 1.0 if ctx.op == "Elu" else 0.01
     ctx.emit(ctx.op, [ctx.require_input(0, "X")], {"alpha": float(ctx.attr("alpha", default))})
 
 
-@REGISTRY.register("HardSigmoid")
+@REGISTRY.register("HardSigmoid", emits=("HardSigmoid",))
 def hard_sigmoid(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """max(0, min(1, alpha*x + beta))."""
     ctx.emit("HardSigmoid", [ctx.require_input(0, "X")],
              {"alpha": float(ctx.attr("alpha", 0.2)), "beta": float(ctx.attr("beta", 0.5))})
 
 
-@REGISTRY.register("Selu")
+@REGISTRY.register("Selu", emits=("Elu", "Mul"), converts="always")  # Mul by a scalar
 def selu(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """gamma * Elu(x, alpha)."""
     alpha = float(ctx.attr("alpha", 1.67326319217681884765625))
@@ -61,7 +63,8 @@ def selu(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Mul", [elu, ctx.constant(np.float32(gamma), "gamma")])
 
 
-@REGISTRY.register("Softsign")
+@REGISTRY.register("Softsign", emits=("Abs", "Add", "Div"), converts="never",
+                   condition="x / (1 + |x|) divides by a tensor computed at run time")
 def softsign(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """x / (1 + |x|)."""
     x = ctx.require_input(0, "X")
@@ -71,7 +74,7 @@ def softsign(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Div", [x, denom])
 
 
-@REGISTRY.register("Clip")
+@REGISTRY.register("Clip", emits=("Clip",))
 def clip(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Clip: bounds from attributes (before opset 11) or constant inputs."""
     if ctx.version < 11:
@@ -96,7 +99,7 @@ def _scalar(ctx: NodeCtx, index: int, what: str):
     return value.reshape(-1)[0]
 
 
-@REGISTRY.register("PRelu")
+@REGISTRY.register("PRelu", emits=("PRelu",))
 def prelu(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """x if x >= 0 else slope*x (slope broadcast numpy-style; before opset 7 a 1-D slope of
     C values is per channel)."""
@@ -114,7 +117,7 @@ def prelu(ctx: NodeCtx, node: onnx.NodeProto) -> None:
 _BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "And", "Or")
 
 
-@REGISTRY.register(*_BINARY)
+@REGISTRY.register(*_BINARY, emits={op: (op,) for op in _BINARY})
 def binary(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Binary op with numpy broadcasting (legacy axis-broadcast refused unless equivalent)."""
     _check_legacy_broadcast(ctx)
@@ -135,7 +138,7 @@ def _check_legacy_broadcast(ctx: NodeCtx) -> None:
         ctx.refuse(f"legacy broadcast along axis {axis} is not numpy broadcasting")
 
 
-@REGISTRY.register("Max", "Min")
+@REGISTRY.register("Max", "Min", emits={"Max": ("Max", "Identity"), "Min": ("Min", "Identity")})
 def variadic_extreme(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Max / Min of any number of inputs, as a chain of binary core ops."""
     inputs = [v for v in ctx.inputs() if v is not None]
@@ -150,7 +153,7 @@ def variadic_extreme(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit(ctx.op, [acc, inputs[-1]])
 
 
-@REGISTRY.register("Sum", "Mean")
+@REGISTRY.register("Sum", "Mean", emits={"Sum": ("Sum",), "Mean": ("Mean",)})
 def variadic_sum(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Sum / Mean of any number of inputs."""
     inputs = [v for v in ctx.inputs() if v is not None]
@@ -159,13 +162,15 @@ def variadic_sum(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit(ctx.op, inputs)
 
 
-@REGISTRY.register("Where")
+@REGISTRY.register("Where", emits=("Where",))
 def where(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """numpy.where."""
     ctx.emit("Where", [ctx.require_input(i, n) for i, n in enumerate(("condition", "X", "Y"))])
 
 
-@REGISTRY.register("Softmax", "LogSoftmax")
+@REGISTRY.register("Softmax", "LogSoftmax", emits={
+    "Softmax": ("Softmax", "Flatten", "Reshape", "Shape"),
+    "LogSoftmax": ("LogSoftmax", "Flatten", "Reshape", "Shape")})
 def softmax(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Softmax along one axis; before opset 13 the input is coerced to 2-D at ``axis``."""
     x = ctx.require_input(0, "X")
@@ -203,13 +208,13 @@ def softmax(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Reshape", [soft, target])
 
 
-@REGISTRY.register("MatMul")
+@REGISTRY.register("MatMul", emits=("MatMul",))
 def matmul(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """numpy.matmul."""
     ctx.emit("MatMul", [ctx.require_input(0, "A"), ctx.require_input(1, "B")])
 
 
-@REGISTRY.register("Gemm")
+@REGISTRY.register("Gemm", emits=("Gemm",))
 def gemm(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """alpha * A' B' + beta * C."""
     ctx.attr("broadcast")  # before opset 7: C broadcasts one way, as numpy does for valid C

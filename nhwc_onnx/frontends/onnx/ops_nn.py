@@ -131,7 +131,7 @@ def _conv_1d(ctx: NodeCtx) -> None:
     _emit_1d_as_2d(ctx, "Conv", [ctx.require_input(0, "X"), w2d, ctx.input(2)], attrs, m)
 
 
-@REGISTRY.register("Conv")
+@REGISTRY.register("Conv", emits=("Conv", "Reshape"))
 def conv(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D convolution (OIHW weights); 1-D as a 1 x k 2-D convolution."""
     if _is_1d(ctx):
@@ -148,7 +148,9 @@ def conv(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Conv", [ctx.require_input(0, "X"), ctx.require_input(1, "W"), ctx.input(2)], attrs)
 
 
-@REGISTRY.register("ConvTranspose")
+@REGISTRY.register("ConvTranspose", emits=("ConvTranspose",),
+                   condition="2-D; an output_shape needs no zero-filling before the output "
+                             "(with SAME_UPPER: is not larger than the full output)")
 def conv_transpose(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D transposed convolution (IOHW weights); output_shape resolved into explicit pads."""
     _require_2d(ctx)
@@ -230,7 +232,8 @@ def _pool_1d(ctx: NodeCtx, op: str, extra: dict) -> None:
                    int(shape[1]) if shape is not None and shape[1] is not None else -1)
 
 
-@REGISTRY.register("MaxPool")
+@REGISTRY.register("MaxPool", emits=("MaxPool", "Reshape"),
+                   condition="the Indices output is unused")
 def max_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D max pooling (the Indices output is refused); 1-D as a 1 x k window."""
     if len(ctx.proto.output) > 1 and ctx.proto.output[1] and ctx.is_used(ctx.proto.output[1]):
@@ -243,7 +246,8 @@ def max_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("MaxPool", [ctx.require_input(0, "X")], attrs, outputs=[ctx.output(0)])
 
 
-@REGISTRY.register("AveragePool")
+@REGISTRY.register("AveragePool", emits=("AveragePool", "Reshape"),
+                   condition="dilations are 1")
 def average_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D average pooling (count_include_pad and ceil_mode kept); 1-D as a 1 x k window."""
     if _is_1d(ctx):
@@ -256,14 +260,17 @@ def average_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("AveragePool", [ctx.require_input(0, "X")], attrs)
 
 
-@REGISTRY.register("GlobalAveragePool", "GlobalMaxPool")
+@REGISTRY.register("GlobalAveragePool", "GlobalMaxPool",
+                   emits={"GlobalAveragePool": ("GlobalAveragePool",),
+                          "GlobalMaxPool": ("GlobalMaxPool",)})
 def global_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Mean / max over H and W."""
     _require_2d(ctx)
     ctx.emit(ctx.op, [ctx.require_input(0, "X")], {"data_format": "NCHW"})
 
 
-@REGISTRY.register("BatchNormalization")
+@REGISTRY.register("BatchNormalization", emits=("BatchNormalization",),
+                   condition="inference: training_mode 0, the statistics outputs unused")
 def batch_norm(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Inference batch norm along axis 1 (training mode and statistics outputs refused)."""
     if int(ctx.attr("training_mode", 0)) != 0:
@@ -282,7 +289,8 @@ def batch_norm(ctx: NodeCtx, node: onnx.NodeProto) -> None:
              {"epsilon": float(ctx.attr("epsilon", 1e-5)), "axis": 1}, outputs=[ctx.output(0)])
 
 
-@REGISTRY.register("SpaceToDepth")
+@REGISTRY.register("SpaceToDepth", emits=("SpaceToDepth",),
+                   condition="mode DCR (the only one before opset 25)")
 def space_to_depth(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Blocks of H x W move into channels (mode DCR, the only one before opset 25)."""
     _require_2d(ctx)
@@ -292,7 +300,7 @@ def space_to_depth(ctx: NodeCtx, node: onnx.NodeProto) -> None:
              {"blocksize": _blocksize(ctx), "data_format": "NCHW"})
 
 
-@REGISTRY.register("DepthToSpace")
+@REGISTRY.register("DepthToSpace", emits=("DepthToSpace",))
 def depth_to_space(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Channels move into blocks of H x W (DCR or CRD)."""
     _require_2d(ctx)
@@ -303,7 +311,7 @@ def depth_to_space(ctx: NodeCtx, node: onnx.NodeProto) -> None:
              {"blocksize": _blocksize(ctx), "mode": mode, "data_format": "NCHW"})
 
 
-@REGISTRY.register("LRN")
+@REGISTRY.register("LRN", emits=("Mul", "Conv", "Add", "Pow", "Div"))
 def lrn(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Local response normalisation across channels, as core ops: the windowed sum of squares
     is a 1x1 convolution with a banded 0/1 weight (window [c - (size-1)//2, c + size//2])."""

@@ -42,7 +42,8 @@ def _legacy(ctx: NodeCtx, scales) -> None:
     ctx.emit("Resize", [ctx.require_input(0, "X")], attrs)
 
 
-@REGISTRY.register("Upsample")
+@REGISTRY.register("Upsample", emits=("Resize",),
+                   condition="opset 7 or later, mode nearest or linear")
 def upsample(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Upsample-7 (scales attribute) and -9 (scales input)."""
     if ctx.version < 7:
@@ -56,7 +57,8 @@ def upsample(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     _legacy(ctx, scales)
 
 
-@REGISTRY.register("Resize")
+@REGISTRY.register("Resize", emits=("Resize",),
+                   condition="mode nearest or linear")
 def resize(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Resize-10/11/13/18/19 nearest / linear; other attributes judged by their effect.
 

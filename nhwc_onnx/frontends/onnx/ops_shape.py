@@ -10,7 +10,7 @@ from .registry import REGISTRY
 _CASTABLE = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
 
 
-@REGISTRY.register("Shape")
+@REGISTRY.register("Shape", emits=("Shape", "Slice"), converts="folded")
 def shape(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """The input's shape (opset 15 start/end become a Slice)."""
     x = ctx.require_input(0, "data")
@@ -24,20 +24,20 @@ def shape(ctx: NodeCtx, node: onnx.NodeProto) -> None:
                                "ends": [big if end is None else int(end)], "axes": [0]})
 
 
-@REGISTRY.register("Size")
+@REGISTRY.register("Size", emits=("Size",), converts="folded")
 def size(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Element count."""
     ctx.emit("Size", [ctx.require_input(0, "data")])
 
 
-@REGISTRY.register("Gather")
+@REGISTRY.register("Gather", emits=("Gather",))
 def gather(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """numpy.take along ``axis``."""
     ctx.emit("Gather", [ctx.require_input(0, "data"), ctx.require_input(1, "indices")],
              {"axis": int(ctx.attr("axis", 0))})
 
 
-@REGISTRY.register("Cast")
+@REGISTRY.register("Cast", emits=("Cast",))
 def cast(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Element type conversion to a numeric type."""
     to = ctx.attr("to")
@@ -52,7 +52,7 @@ def cast(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Cast", [ctx.require_input(0, "input")], {"to": target})
 
 
-@REGISTRY.register("ConstantOfShape")
+@REGISTRY.register("ConstantOfShape", emits=("ConstantOfShape",))
 def constant_of_shape(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """A tensor of the given shape filled with one value."""
     value = ctx.attr("value")
@@ -63,14 +63,14 @@ def constant_of_shape(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("ConstantOfShape", [shape], {"value": np.asarray(value)})
 
 
-@REGISTRY.register("Range")
+@REGISTRY.register("Range", emits=("Range",))
 def range_(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """numpy.arange(start, limit, delta)."""
     ctx.emit("Range", [ctx.require_input(i, n) for i, n in
                        enumerate(("start", "limit", "delta"))])
 
 
-@REGISTRY.register("Expand", "Tile")
+@REGISTRY.register("Expand", "Tile", emits={"Expand": ("Expand",), "Tile": ("Tile",)})
 def expand(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Broadcast to a shape / repeat along axes (shape and repeats stay inputs)."""
     if ctx.op == "Tile" and ctx.version < 6:

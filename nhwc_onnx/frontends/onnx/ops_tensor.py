@@ -9,13 +9,13 @@ from .context import NodeCtx, check_shape_input, flag, ints
 from .registry import REGISTRY
 
 
-@REGISTRY.register("Flatten")
+@REGISTRY.register("Flatten", emits=("Flatten",))
 def flatten(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D flatten at ``axis``."""
     ctx.emit("Flatten", [ctx.require_input(0, "X")], {"axis": int(ctx.attr("axis", 1))})
 
 
-@REGISTRY.register("Reshape")
+@REGISTRY.register("Reshape", emits=("Reshape",))
 def reshape(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Reshape; the target shape stays an input (attribute before opset 5)."""
     x = ctx.require_input(0, "data")
@@ -40,7 +40,7 @@ def _axes(ctx: NodeCtx, since_input: int, index: int = 1) -> list[int] | None:
     return ints(ctx.require_const(index, "axes"))
 
 
-@REGISTRY.register("Squeeze")
+@REGISTRY.register("Squeeze", emits=("Squeeze",))
 def squeeze(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Remove size-1 axes (all of them when no axes are given)."""
     axes = _axes(ctx, 13)
@@ -52,7 +52,7 @@ def squeeze(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Squeeze", [ctx.require_input(0, "data")], {"axes": axes})
 
 
-@REGISTRY.register("Unsqueeze")
+@REGISTRY.register("Unsqueeze", emits=("Unsqueeze",))
 def unsqueeze(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Insert size-1 axes."""
     axes = _axes(ctx, 13)
@@ -61,7 +61,7 @@ def unsqueeze(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Unsqueeze", [ctx.require_input(0, "data")], {"axes": axes})
 
 
-@REGISTRY.register("Transpose")
+@REGISTRY.register("Transpose", emits=("Transpose",))
 def transpose(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Permute axes (default: reverse them)."""
     perm = ctx.attr("perm")
@@ -73,7 +73,7 @@ def transpose(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Transpose", [ctx.require_input(0, "data")], {"perm": ints(perm)})
 
 
-@REGISTRY.register("Concat")
+@REGISTRY.register("Concat", emits=("Concat",))
 def concat(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Concatenate along ``axis`` (opset 1-3 default axis 1)."""
     inputs = [v for v in ctx.inputs() if v is not None]
@@ -84,7 +84,7 @@ def concat(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Concat", inputs, {"axis": int(axis)})
 
 
-@REGISTRY.register("Split")
+@REGISTRY.register("Split", emits=("Split",))
 def split(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Split into pieces: sizes from attribute, input, num_outputs, or equal parts."""
     axis = int(ctx.attr("axis", 0))
@@ -128,7 +128,7 @@ def _check_split_sizes(ctx: NodeCtx, sizes: list[int], axis: int) -> None:
             f"dimension {shape[axis]} of axis {axis}")
 
 
-@REGISTRY.register("Slice")
+@REGISTRY.register("Slice", emits=("Slice",))
 def slice_(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Slice with constant starts/ends/axes/steps (attributes before opset 10)."""
     if ctx.version < 10:
@@ -155,7 +155,8 @@ def slice_(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Slice", [ctx.require_input(0, "data")], attrs)
 
 
-@REGISTRY.register("Pad")
+@REGISTRY.register("Pad", emits=("Pad",), condition="pads are non-negative, mode constant, "
+                                                          "reflect or edge")
 def pad(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Pad with pads/value from attributes (before opset 11) or constant inputs."""
     mode = ctx.attr("mode", "constant")
@@ -220,8 +221,16 @@ def _reduce_axes(ctx: NodeCtx) -> list[int] | None:
     return axes
 
 
-@REGISTRY.register(*_CORE_REDUCES, "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
-                   "ReduceLogSumExp")
+_REDUCE_EMITS = {
+    **{op: (op, "Identity") for op in _CORE_REDUCES},
+    "ReduceL1": ("Abs", "ReduceSum", "Identity"), "ReduceSumSquare": ("Mul", "ReduceSum", "Identity"),
+    "ReduceL2": ("Mul", "ReduceSum", "Sqrt"), "ReduceLogSum": ("ReduceSum", "Log"),
+    "ReduceLogSumExp": ("ReduceMax", "Sub", "Exp", "ReduceSum", "Log", "Add"),
+}
+
+
+@REGISTRY.register(*_REDUCE_EMITS, emits=_REDUCE_EMITS,
+                   converts={"ReduceSumSquare": "always"})  # Mul(x, x): one shape
 def reduce(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Reductions; L1/L2/SumSquare/LogSum/LogSumExp are written with core elementwise ops."""
     axes = _reduce_axes(ctx)
@@ -265,7 +274,7 @@ def _log_sum_exp(ctx: NodeCtx, x, axes, keepdims: int) -> None:
     ctx.emit("Add", [logs, m])
 
 
-@REGISTRY.register("ArgMax")
+@REGISTRY.register("ArgMax", emits=("ArgMax",))
 def argmax(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Index of the first maximum along ``axis``."""
     if int(ctx.attr("select_last_index", 0)):
@@ -274,7 +283,7 @@ def argmax(ctx: NodeCtx, node: onnx.NodeProto) -> None:
              {"axis": int(ctx.attr("axis", 0)), "keepdims": flag(ctx, "keepdims", 1)})
 
 
-@REGISTRY.register("Constant")
+@REGISTRY.register("Constant", emits=())
 def constant(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """A constant tensor: the output becomes a constant value (no node)."""
     attrs = ctx.attrs

@@ -12,7 +12,7 @@ from ...errors import InvalidModelError
 from ...ir import NCHW, NHWC, Graph, Model, Value
 from ...ir.input_shapes import find_override, input_shape
 from ...options import ConvertOptions
-from ..base import Converter, convert_nodes
+from ..base import Converter, convert_nodes, keeps_going, leave_stand_in
 from . import (  # noqa: F401  (importing registers the converters)
     ops_array,
     ops_extra,
@@ -47,16 +47,23 @@ def convert_graphdef(graph_def, options: ConvertOptions, source_file: str,
     ctx = TFContext(graph, options)
     layout = _graph_layout(prepared.order)
     input_nodes = _make_inputs(ctx, prepared, layout)
-    convert_nodes(
+    keep_going = keeps_going(options)
+
+    def stand_in(node: TFNode) -> None:
+        leave_stand_in(graph, node.name, node.op, (ctx.values.get(r) for r in node.inputs))
+
+    refused = convert_nodes(
         [n for n in prepared.order if n.name not in input_nodes], REGISTRY, FRAMEWORK,
         lambda node: (node.name, node.op), lambda converter, node: _convert(ctx, converter, node),
         # downstream of a node that could not be converted
-        blocked=lambda node: any(ref not in ctx.values for ref in node.inputs))
-    _set_outputs(ctx, prepared.outputs, {n.name: n.op for n in prepared.order})
+        blocked=lambda node: any(ref not in ctx.values for ref in node.inputs),
+        not_converted=stand_in if keep_going else None, keep_going=graph if keep_going else None)
+    _set_outputs(ctx, prepared.outputs, {n.name: n.op for n in prepared.order}, bool(refused))
     graph.toposort()
     model = Model(graph, {"source_framework": FRAMEWORK, "source_file": source_file})
     for node in prepared.order:
         model.source_op_counts[node.op] = model.source_op_counts.get(node.op, 0) + 1
+    model.refused = refused
     return model
 
 
@@ -120,15 +127,19 @@ def _make_inputs(ctx: TFContext, prepared: PreparedGraph, layout: str) -> set[st
     return names
 
 
-def _set_outputs(ctx: TFContext, outputs: list[Ref], ops: dict[str, str]) -> None:
+def _set_outputs(ctx: TFContext, outputs: list[Ref], ops: dict[str, str],
+                 some_refused: bool = False) -> None:
     """Graph outputs carry the TF tensor names: an Identity is added where the tensor's value
     was produced under another name (pass-through ops), is a graph input or a constant, or is
-    listed twice. The cleanup passes remove it and keep the name."""
+    listed twice. The cleanup passes remove it and keep the name. With ``some_refused`` an
+    output a refused node should have computed is left out."""
     graph = ctx.graph
     inputs = {id(v) for v in graph.inputs}
     seen: set[int] = set()
     for ref in outputs:
         value = ctx.values.get(ref)
+        if value is None and some_refused:
+            continue
         if value is None:
             raise InvalidModelError(f"output '{ref_name(ref)}' is not computed by the graph")
         wanted = ref[0] if ref[1] == 0 else ref_name(ref)

@@ -28,14 +28,14 @@ def _axis_list(array: np.ndarray) -> list[int]:
     return [int(a) for a in np.asarray(array).reshape(-1)]
 
 
-@REGISTRY.register("Reshape")
+@REGISTRY.register("Reshape", emits=("Reshape",))
 def convert_reshape(ctx: TFContext, node: TFNode) -> list[Value]:
     """Reshape; a 0 in TF's shape means size 0 (allowzero=1), -1 is inferred."""
     shape = int64_input(ctx, 1, "shape")
     return [ctx.emit1("Reshape", [ctx.input(0), shape], {"allowzero": 1})]
 
 
-@REGISTRY.register("Squeeze")
+@REGISTRY.register("Squeeze", emits=("Squeeze",))
 def convert_squeeze(ctx: TFContext, node: TFNode) -> list[Value]:
     """Remove the listed size-1 axes (all of them when none are listed)."""
     axes = [int(a) for a in ctx.attrs.ints("squeeze_dims", []) or []]
@@ -47,7 +47,7 @@ def convert_squeeze(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Squeeze", [ctx.input(0)], {"axes": axes})]
 
 
-@REGISTRY.register("ExpandDims")
+@REGISTRY.register("ExpandDims", emits=("Unsqueeze",))
 def convert_expand_dims(ctx: TFContext, node: TFNode) -> list[Value]:
     """Insert one size-1 axis (a negative axis counts from the output's end, as in ONNX)."""
     axis = _axis_list(ctx.need_const(1, "axis"))
@@ -56,7 +56,7 @@ def convert_expand_dims(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Unsqueeze", [ctx.input(0)], {"axes": axis})]
 
 
-@REGISTRY.register("ConcatV2", "Concat")
+@REGISTRY.register("ConcatV2", "Concat", emits=("Concat",))
 def convert_concat(ctx: TFContext, node: TFNode) -> list[Value]:
     """Concatenate along a constant axis (last input for V2, first for V1)."""
     n = ctx.n_inputs
@@ -71,7 +71,7 @@ def convert_concat(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Concat", inputs, {"axis": axis})]
 
 
-@REGISTRY.register("Pack")
+@REGISTRY.register("Pack", emits=("Unsqueeze", "Concat"))
 def convert_pack(ctx: TFContext, node: TFNode) -> list[Value]:
     """Stack along a new axis: Unsqueeze each input, then Concat."""
     axis = int(ctx.attrs.int("axis", 0))
@@ -83,7 +83,7 @@ def convert_pack(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Concat", parts, {"axis": axis})]
 
 
-@REGISTRY.register("Unpack")
+@REGISTRY.register("Unpack", emits=("Split", "Squeeze"))
 def convert_unpack(ctx: TFContext, node: TFNode) -> list[Value]:
     """Split into size-1 pieces along the axis, then drop that axis from each."""
     num = int(ctx.attrs.int("num", 0))
@@ -108,7 +108,7 @@ def _split(ctx: TFContext, x_index: int, axis: int, sizes: list[int]) -> list[Va
     return ctx.emit("Split", [x], {"axis": axis, "split": sizes}, outputs=len(sizes)).outputs
 
 
-@REGISTRY.register("Split")
+@REGISTRY.register("Split", emits=("Split",))
 def convert_split(ctx: TFContext, node: TFNode) -> list[Value]:
     """Equal pieces along a constant axis."""
     axis = _axis_list(ctx.need_const(0, "split axis"))[0]
@@ -120,7 +120,7 @@ def convert_split(ctx: TFContext, node: TFNode) -> list[Value]:
     return _split(ctx, 1, axis, [dim // num] * num)
 
 
-@REGISTRY.register("SplitV")
+@REGISTRY.register("SplitV", emits=("Split",))
 def convert_split_v(ctx: TFContext, node: TFNode) -> list[Value]:
     """Pieces of the listed sizes (one -1 takes the rest) along a constant axis."""
     sizes = _axis_list(ctx.need_const(1, "size_splits"))
@@ -133,7 +133,7 @@ def convert_split_v(ctx: TFContext, node: TFNode) -> list[Value]:
     return _split(ctx, 0, axis, sizes)
 
 
-@REGISTRY.register("Pad", "PadV2", "MirrorPad")
+@REGISTRY.register("Pad", "PadV2", "MirrorPad", emits=("Pad",))
 def convert_pad(ctx: TFContext, node: TFNode) -> list[Value]:
     """Constant or mirrored padding (MirrorPad REFLECT / SYMMETRIC, the core Pad modes
     'reflect' / 'symmetric'); the paddings matrix becomes all begins then all ends."""
@@ -157,14 +157,14 @@ def convert_pad(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Pad", [ctx.input(0)], attrs)]
 
 
-@REGISTRY.register("Transpose")
+@REGISTRY.register("Transpose", emits=("Transpose",))
 def convert_transpose(ctx: TFContext, node: TFNode) -> list[Value]:
     """Permute axes by a constant perm."""
     perm = _axis_list(ctx.need_const(1, "perm"))
     return [ctx.emit1("Transpose", [ctx.input(0)], {"perm": perm})]
 
 
-@REGISTRY.register("Slice")
+@REGISTRY.register("Slice", emits=("Slice",))
 def convert_slice(ctx: TFContext, node: TFNode) -> list[Value]:
     """begin + size (size -1: to the end) on every axis."""
     begin = _axis_list(ctx.need_const(1, "begin"))
@@ -174,7 +174,8 @@ def convert_slice(ctx: TFContext, node: TFNode) -> list[Value]:
                                                 "axes": list(range(len(begin)))})]
 
 
-@REGISTRY.register("Shape", "Size")
+@REGISTRY.register("Shape", "Size", emits={"Shape": ("Shape", "Cast"), "Size": ("Size", "Cast")},
+                   converts="folded")
 def convert_shape(ctx: TFContext, node: TFNode) -> list[Value]:
     """The input's shape (or element count), cast to out_type."""
     out_type = ctx.attrs.dtype("out_type", np.dtype("int32"))
@@ -184,7 +185,7 @@ def convert_shape(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Cast", [value], {"to": str(out_type)})]
 
 
-@REGISTRY.register("Fill")
+@REGISTRY.register("Fill", emits=("ConstantOfShape", "Expand"), converts="always")
 def convert_fill(ctx: TFContext, node: TFNode) -> list[Value]:
     """A tensor of the given shape filled with a scalar."""
     shape = int64_input(ctx, 0, "dims")
@@ -198,7 +199,7 @@ def convert_fill(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Expand", [ctx.input(1), shape])]
 
 
-@REGISTRY.register("Range")
+@REGISTRY.register("Range", emits=("Range",))
 def convert_range(ctx: TFContext, node: TFNode) -> list[Value]:
     """numpy.arange(start, limit, delta)."""
     bounds = [ctx.const(i) for i in range(3)]
@@ -210,7 +211,7 @@ def convert_range(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Range", [ctx.input(0), ctx.input(1), ctx.input(2)])]
 
 
-@REGISTRY.register("GatherV2", "Gather")
+@REGISTRY.register("GatherV2", "Gather", emits=("Gather",), condition="batch_dims 0")
 def convert_gather(ctx: TFContext, node: TFNode) -> list[Value]:
     """Take along a constant axis (batch_dims 0 only)."""
     if int(ctx.attrs.int("batch_dims", 0)):
@@ -219,7 +220,7 @@ def convert_gather(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Gather", [ctx.input(0), ctx.input(1)], {"axis": axis})]
 
 
-@REGISTRY.register("Tile")
+@REGISTRY.register("Tile", emits=("Tile",))
 def convert_tile(ctx: TFContext, node: TFNode) -> list[Value]:
     """Repeat along every axis."""
     shape, reps = ctx.shape(0), ctx.const(1)

@@ -19,20 +19,20 @@ def _scalar(ctx: TFContext, index: int, what: str) -> float:
     return float(value.reshape(()))
 
 
-@REGISTRY.register("ClipByValue")
+@REGISTRY.register("ClipByValue", emits=("Clip",))
 def convert_clip_by_value(ctx: TFContext, node: TFNode) -> list[Value]:
     """Clip between two scalar constants."""
     low, high = _scalar(ctx, 1, "clip_value_min"), _scalar(ctx, 2, "clip_value_max")
     return [ctx.emit1("Clip", [ctx.input(0)], {"min": low, "max": high})]
 
 
-@REGISTRY.register("SelectV2")
+@REGISTRY.register("SelectV2", emits=("Where",))
 def convert_select_v2(ctx: TFContext, node: TFNode) -> list[Value]:
     """numpy.where with broadcasting."""
     return [ctx.emit1("Where", [ctx.input(0), ctx.input(1), ctx.input(2)])]
 
 
-@REGISTRY.register("BroadcastTo")
+@REGISTRY.register("BroadcastTo", emits=("Expand",))
 def convert_broadcast_to(ctx: TFContext, node: TFNode) -> list[Value]:
     """Broadcast to a shape."""
     target = ctx.const(1)
@@ -41,7 +41,7 @@ def convert_broadcast_to(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Expand", [ctx.input(0), int64_input(ctx, 1, "shape")])]
 
 
-@REGISTRY.register("ZerosLike", "OnesLike")
+@REGISTRY.register("ZerosLike", "OnesLike", emits=("Shape", "ConstantOfShape"), converts="folded")
 def convert_fill_like(ctx: TFContext, node: TFNode) -> list[Value]:
     """A tensor of zeros (ones) shaped like the input."""
     x = ctx.input(0)
@@ -50,14 +50,16 @@ def convert_fill_like(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("ConstantOfShape", [shape], {"value": fill})]
 
 
-@REGISTRY.register("Rank")
+@REGISTRY.register("Rank", emits=(), converts="folded")
 def convert_rank(ctx: TFContext, node: TFNode) -> list[Value]:
     """The input's rank, an int32 scalar known from its static shape."""
     rank = ctx.rank(0, "Rank")
     return [ctx.graph.constant(np.asarray(rank, np.int32), ctx.own_name())]
 
 
-@REGISTRY.register("FloorDiv", "FloorMod")
+@REGISTRY.register("FloorDiv", "FloorMod", emits={"FloorDiv": ("Div", "Floor"), "FloorMod": ()},
+                   converts={"FloorMod": "never"},
+                   condition={"FloorMod": "a floating-point remainder has no exact core form"})
 def convert_floor_div_mod(ctx: TFContext, node: TFNode) -> list[Value]:
     """Floats: floor(a / b) (and a - b * floor(a / b)). Integers: only when both values are
     known here (shape arithmetic), computed with numpy's identical floor rule."""

@@ -7,7 +7,7 @@ from .registry import REGISTRY
 from .tfnodes import TFNode
 
 
-@REGISTRY.register("Const")
+@REGISTRY.register("Const", emits=())
 def convert_const(ctx: TFContext, node: TFNode) -> list[Value]:
     """A constant tensor (becomes an initializer)."""
     array = node.attrs.tensor("value")
@@ -17,32 +17,32 @@ def convert_const(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.graph.constant(array, name)]
 
 
-@REGISTRY.register("Placeholder")
+@REGISTRY.register("Placeholder", emits=())  # a graph input
 def convert_placeholder(ctx: TFContext, node: TFNode) -> list[Value]:
     """A graph input; reaching it here means it was left out of --inputs."""
     raise Refusal("this Placeholder is needed by the outputs but is not among the given inputs")
 
 
-@REGISTRY.register("PlaceholderWithDefault")
+@REGISTRY.register("PlaceholderWithDefault", emits=())
 def convert_placeholder_with_default(ctx: TFContext, node: TFNode) -> list[Value]:
     """Not fed: its default value (name it in --inputs to make it a graph input)."""
     return [ctx.input(0)]
 
 
 @REGISTRY.register("Identity", "StopGradient", "Snapshot", "PreventGradient", "CheckNumerics",
-                   "EnsureShape", "DebugIdentity")
+                   "EnsureShape", "DebugIdentity", emits=())
 def convert_identity(ctx: TFContext, node: TFNode) -> list[Value]:
     """Passes its input through at inference."""
     return [ctx.input(0)]
 
 
-@REGISTRY.register("IdentityN")
+@REGISTRY.register("IdentityN", emits=())
 def convert_identity_n(ctx: TFContext, node: TFNode) -> list[Value]:
     """Passes every input through."""
     return ctx.inputs()
 
 
-@REGISTRY.register("NoOp")
+@REGISTRY.register("NoOp", emits=())
 def convert_noop(ctx: TFContext, node: TFNode) -> list[Value]:
     """Orders execution only: no data."""
     return []

@@ -24,13 +24,14 @@ _BINARY = {
 }
 
 
-@REGISTRY.register(*_UNARY)
+@REGISTRY.register(*_UNARY, emits={op: (core,) for op, core in _UNARY.items()})
 def convert_unary(ctx: TFContext, node: TFNode) -> list[Value]:
     """One-input elementwise op of the same meaning."""
     return [ctx.emit1(_UNARY[node.op], [ctx.input(0)])]
 
 
-@REGISTRY.register(*_BINARY)
+@REGISTRY.register(*_BINARY, emits={op: (core,) for op, core in _BINARY.items()},
+                   condition={"Div": "floating-point operands (integer Div floors)"})
 def convert_binary(ctx: TFContext, node: TFNode) -> list[Value]:
     """Two-input elementwise op with numpy broadcasting."""
     a, b = ctx.input(0), ctx.input(1)
@@ -40,7 +41,7 @@ def convert_binary(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1(_BINARY[node.op], [a, b])]
 
 
-@REGISTRY.register("Erfc")
+@REGISTRY.register("Erfc", emits=("Erf", "Sub"))
 def convert_erfc(ctx: TFContext, node: TFNode) -> list[Value]:
     """1 - erf(x) (Keras GELU). Expressed in core ops so that the passes report it together
     with every other node the dialect cannot express, instead of stopping here first."""
@@ -49,7 +50,7 @@ def convert_erfc(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Sub", [one, erf])]
 
 
-@REGISTRY.register("AddN")
+@REGISTRY.register("AddN", emits=("Sum",), converts="always")  # inputs of one shape
 def convert_add_n(ctx: TFContext, node: TFNode) -> list[Value]:
     """Sum of all inputs."""
     values = ctx.inputs()
@@ -58,26 +59,26 @@ def convert_add_n(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Sum", values)]
 
 
-@REGISTRY.register("Relu6")
+@REGISTRY.register("Relu6", emits=("Clip",))
 def convert_relu6(ctx: TFContext, node: TFNode) -> list[Value]:
     """min(max(x, 0), 6)."""
     return [ctx.emit1("Clip", [ctx.input(0)], {"min": 0.0, "max": 6.0})]
 
 
-@REGISTRY.register("Elu")
+@REGISTRY.register("Elu", emits=("Elu",))
 def convert_elu(ctx: TFContext, node: TFNode) -> list[Value]:
     """ELU with alpha 1."""
     return [ctx.emit1("Elu", [ctx.input(0)], {"alpha": 1.0})]
 
 
-@REGISTRY.register("Selu")
+@REGISTRY.register("Selu", emits=("Elu", "Mul"), converts="always")  # Mul by a scalar
 def convert_selu(ctx: TFContext, node: TFNode) -> list[Value]:
     """SELU: scale * ELU(x, alpha) with TF's fixed constants (as ONNX Selu converts)."""
     elu = ctx.emit1("Elu", [ctx.input(0)], {"alpha": 1.6732632423543772}, suffix="elu")
     return [ctx.emit1("Mul", [elu, ctx.constant(np.float32(1.0507009873554805), "scale")])]
 
 
-@REGISTRY.register("LeakyRelu")
+@REGISTRY.register("LeakyRelu", emits=("LeakyRelu",))
 def convert_leaky_relu(ctx: TFContext, node: TFNode) -> list[Value]:
     """Leaky ReLU with the node's alpha (TF default 0.2)."""
     alpha = float(ctx.attrs.float("alpha", 0.2))
@@ -88,7 +89,7 @@ _REDUCE = {"Mean": "ReduceMean", "Sum": "ReduceSum", "Max": "ReduceMax", "Min": 
            "Prod": "ReduceProd"}
 
 
-@REGISTRY.register(*_REDUCE)
+@REGISTRY.register(*_REDUCE, emits={op: (core,) for op, core in _REDUCE.items()})
 def convert_reduce(ctx: TFContext, node: TFNode) -> list[Value]:
     """Reduction over constant axes; keep_dims -> keepdims."""
     axes = [int(a) for a in ctx.need_const(1, "reduction axes").reshape(-1)]
@@ -105,7 +106,7 @@ def convert_reduce(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1(_REDUCE[node.op], [ctx.input(0)], {"axes": axes, "keepdims": keep})]
 
 
-@REGISTRY.register("ArgMax")
+@REGISTRY.register("ArgMax", emits=("ArgMax", "Cast"))
 def convert_argmax(ctx: TFContext, node: TFNode) -> list[Value]:
     """Index of the maximum along a constant axis (output_type int64 or int32)."""
     axis = int(ctx.need_scalar(1, "dimension"))
@@ -123,7 +124,7 @@ def _argmax_as(ctx: TFContext, x: Value, axis: int) -> Value:
     return out
 
 
-@REGISTRY.register("MatMul")
+@REGISTRY.register("MatMul", emits=("MatMul", "Gemm"))
 def convert_matmul(ctx: TFContext, node: TFNode) -> list[Value]:
     """2-D product; transposes become Gemm flags."""
     ctx.check_same_dtype(0, 1)
@@ -135,7 +136,7 @@ def convert_matmul(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("MatMul", [a, b])]
 
 
-@REGISTRY.register("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+@REGISTRY.register("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", emits=("MatMul", "Transpose"))
 def convert_batch_matmul(ctx: TFContext, node: TFNode) -> list[Value]:
     """numpy matmul; adjoints transpose the last two axes of that operand."""
     operands = []
@@ -149,7 +150,7 @@ def convert_batch_matmul(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("MatMul", operands)]
 
 
-@REGISTRY.register("Cast")
+@REGISTRY.register("Cast", emits=("Cast",))
 def convert_cast(ctx: TFContext, node: TFNode) -> list[Value]:
     """Element type conversion."""
     to = ctx.attrs.dtype("DstT")
@@ -161,7 +162,7 @@ def convert_cast(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Cast", [x], {"to": str(to)})]
 
 
-@REGISTRY.register("ArgMin")
+@REGISTRY.register("ArgMin", emits=("Neg", "ArgMax", "Cast"))
 def convert_argmin(ctx: TFContext, node: TFNode) -> list[Value]:
     """ArgMax of the negation: the first minimum is the first maximum of -x."""
     axis = int(ctx.need_scalar(1, "dimension"))

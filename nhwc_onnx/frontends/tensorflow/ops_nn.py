@@ -68,7 +68,7 @@ def _filter_shape(ctx: TFContext, index: int) -> tuple:
     return shape
 
 
-@REGISTRY.register("Conv2D")
+@REGISTRY.register("Conv2D", emits=("Conv",))
 def convert_conv2d(ctx: TFContext, node: TFNode) -> list[Value]:
     """Conv with the HWIO filter; grouped when the input has a multiple of its in-channels."""
     fmt = data_format(ctx)
@@ -84,7 +84,7 @@ def convert_conv2d(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Conv", [ctx.input(0), ctx.input(1)], attrs)]
 
 
-@REGISTRY.register("DepthwiseConv2dNative")
+@REGISTRY.register("DepthwiseConv2dNative", emits=("Conv", "Reshape"))
 def convert_depthwise(ctx: TFContext, node: TFNode) -> list[Value]:
     """Conv with group=C; the (kH,kW,C,mult) filter read as HWIO (kH,kW,1,C*mult)."""
     fmt = data_format(ctx)
@@ -102,7 +102,7 @@ def convert_depthwise(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Conv", [ctx.input(0), weight], attrs)]
 
 
-@REGISTRY.register("Conv2DBackpropInput")
+@REGISTRY.register("Conv2DBackpropInput", emits=("ConvTranspose",), condition="SAME or VALID padding")
 def convert_conv2d_backprop_input(ctx: TFContext, node: TFNode) -> list[Value]:
     """ConvTranspose (HWOI filter) with the output size taken from input_sizes."""
     fmt = data_format(ctx)
@@ -120,7 +120,7 @@ def convert_conv2d_backprop_input(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("ConvTranspose", [ctx.input(2), ctx.input(1)], attrs)]
 
 
-@REGISTRY.register("BiasAdd", "BiasAddV1")
+@REGISTRY.register("BiasAdd", "BiasAddV1", emits=("Add", "Reshape"), converts="always")  # per channel
 def convert_bias_add(ctx: TFContext, node: TFNode) -> list[Value]:
     """Add of the bias vector on the channel axis."""
     fmt = data_format(ctx) if node.op == "BiasAdd" else "NHWC"
@@ -137,7 +137,8 @@ def convert_bias_add(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Add", [ctx.input(0), bias])]
 
 
-@REGISTRY.register("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
+@REGISTRY.register("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3",
+                   emits=("BatchNormalization",), condition="inference: is_training false")
 def convert_fused_batch_norm(ctx: TFContext, node: TFNode) -> list[Value]:
     """Inference BatchNormalization on the data_format's channel axis."""
     fmt = data_format(ctx)
@@ -150,7 +151,8 @@ def convert_fused_batch_norm(ctx: TFContext, node: TFNode) -> list[Value]:
     return [y, mean, var, mean, var, mean]
 
 
-@REGISTRY.register("MaxPool", "AvgPool", "MaxPoolV2")
+@REGISTRY.register("MaxPool", "AvgPool", "MaxPoolV2", emits={
+    "MaxPool": ("MaxPool",), "MaxPoolV2": ("MaxPool",), "AvgPool": ("AveragePool",)})
 def convert_pool(ctx: TFContext, node: TFNode) -> list[Value]:
     """MaxPool / AveragePool; SAME averages divide by the real cells (count_include_pad=0)."""
     fmt = data_format(ctx)
@@ -168,7 +170,7 @@ def convert_pool(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("MaxPool", [ctx.input(0)], attrs)]
 
 
-@REGISTRY.register("ResizeBilinear", "ResizeNearestNeighbor")
+@REGISTRY.register("ResizeBilinear", "ResizeNearestNeighbor", emits=("Resize",))
 def convert_resize(ctx: TFContext, node: TFNode) -> list[Value]:
     """Resize to a constant size with TF's exact coordinate rule."""
     size = [int(v) for v in ctx.need_const(1, "size").reshape(-1)]
@@ -198,7 +200,8 @@ def convert_resize(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Resize", [ctx.input(0)], attrs)]
 
 
-@REGISTRY.register("SpaceToDepth", "DepthToSpace")
+@REGISTRY.register("SpaceToDepth", "DepthToSpace", emits={
+    "SpaceToDepth": ("SpaceToDepth",), "DepthToSpace": ("DepthToSpace",)})
 def convert_block_rearrange(ctx: TFContext, node: TFNode) -> list[Value]:
     """SpaceToDepth / DepthToSpace (TF's is mode DCR)."""
     fmt = data_format(ctx)
@@ -210,7 +213,8 @@ def convert_block_rearrange(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1(node.op, [ctx.input(0)], attrs)]
 
 
-@REGISTRY.register("Softmax", "LogSoftmax")
+@REGISTRY.register("Softmax", "LogSoftmax", emits={"Softmax": ("Softmax",),
+                                                   "LogSoftmax": ("LogSoftmax",)})
 def convert_softmax(ctx: TFContext, node: TFNode) -> list[Value]:
     """Softmax over the last axis."""
     return [ctx.emit1(node.op, [ctx.input(0)], {"axis": -1})]

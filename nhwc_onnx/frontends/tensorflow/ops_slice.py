@@ -64,7 +64,7 @@ def plan_strided_slice(begin, end, strides, masks: dict, rank: int | None):
     return (axes, starts, ends, steps), shrink, squeezed_pos
 
 
-@REGISTRY.register("StridedSlice")
+@REGISTRY.register("StridedSlice", emits=("Slice", "Squeeze", "Unsqueeze"))
 def convert_strided_slice(ctx: TFContext, node: TFNode) -> list[Value]:
     """Constant begin/end/strides with begin, end, ellipsis, new-axis and shrink masks."""
     begin = _axis_list(ctx.need_const(1, "begin"))
