@@ -168,3 +168,43 @@ def test_a_model_without_refusals_is_not_changed_by_the_collection(tmp_path):
     result = convert(path)
     assert result.model.graph.op_counts() == {"Conv": 1, "Relu": 1}
     assert [v.name for v in result.model.graph.outputs] == ["y"]
+
+
+def test_the_cut_needs_one_checking_conversion_after_refusals_at_every_stage(
+        tmp_path, monkeypatch):
+    """Side branches refused at five stages (frontend, scan, layout, empty tensor,
+    legalisation) are all in the first error, so the exact cut is right the first time: one
+    conversion to check it (issue 30, item 16: it took one per stage)."""
+    import nhwc_onnx.api as api
+
+    f = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Sin", ["r"], ["s"], name="frontend"),
+        helper.make_node("Erf", ["r"], ["e"], name="scan"),
+        helper.make_node("Flatten", ["r"], ["flat"], name="layout"),
+        helper.make_node("Slice", ["r", "st", "en", "ax"], ["empty"], name="empty"),
+        helper.make_node("Mul", ["empty", "empty"], ["sq"], name="square_of_nothing"),
+        helper.make_node("Resize", ["r", "", "scales"], ["big"], name="legalize",
+                         mode="linear", coordinate_transformation_mode="align_corners"),
+    ]
+    inits = [("st", np.array([2], np.int64)), ("en", np.array([2], np.int64)),
+             ("ax", np.array([2], np.int64)), ("scales", np.array([1, 1, 2, 2], np.float32))]
+    path = _onnx(tmp_path, nodes, [helper.make_tensor_value_info("x", f, [1, 3, 5, 7])],
+                 [helper.make_tensor_value_info(n, f, None)
+                  for n in ("s", "e", "flat", "sq", "big")], inits)
+    calls = []
+    original = api.convert
+
+    def counting(*args, **kwargs):
+        options = kwargs.get("options")
+        calls.append(True if options is None else options.exact_cut)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(api, "convert", counting)
+    with pytest.raises(UnsupportedOpError) as info:
+        api.convert(path)
+    assert {p.node for p in info.value.problems} == {
+        "frontend", "scan", "layout", "empty", "square_of_nothing", "legalize"}
+    assert info.value.exact_cut.outputs == ["r"]
+    assert calls == [True, False]  # the conversion, then one check of the cut

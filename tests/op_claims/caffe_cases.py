@@ -71,6 +71,9 @@ def _depthwise(type_):
                                       params.replace("pad: 1", "pad: 1 group: 6")))
 
 
+N_D = "convolution_param { num_output: 4 kernel_size: 3 kernel_size: 3 kernel_size: 3 }"
+
+
 def _x(feeds):
     return feeds["data"].astype(np.float64)
 
@@ -109,13 +112,12 @@ CASES: dict[str, Case] = {
                                          "coeff: -2 }"), context=["Sigmoid"])),
     "Convolution": Case(one("Convolution", "convolution_param { num_output: 4 kernel_h: 3 "
                                            "kernel_w: 2 stride: 2 pad: 1 }"),
-                        refused=one("Convolution", "convolution_param { num_output: 4 "
-                                                   "kernel_size: 3 kernel_size: 3 "
-                                                   "kernel_size: 3 }")),
-    "ConvolutionDepthwise": Case(_depthwise("ConvolutionDepthwise")),
-    "DepthwiseConvolution": Case(_depthwise("DepthwiseConvolution")),
+                        refused=one("Convolution", N_D)),
+    **{t: Case(_depthwise(t), refused=one(t, N_D))
+       for t in ("ConvolutionDepthwise", "DepthwiseConvolution")},
     "Deconvolution": Case(one("Deconvolution", "convolution_param { num_output: 4 "
-                                               "kernel_size: 4 stride: 2 pad: 1 }")),
+                                               "kernel_size: 4 stride: 2 pad: 1 }"),
+                          refused=one("Deconvolution", N_D)),
     "Crop": Case(prototxt(layer("pool", "Pooling", ["data"], ["pool"],
                                 "pooling_param { pool: MAX kernel_size: 2 stride: 2 }")
                           + layer(NODE, "Crop", ["data", "pool"], [NODE],
@@ -147,7 +149,7 @@ CASES: dict[str, Case] = {
                                  "slice_param { axis: 1 slice_point: 1 }"),
                            oracle=lambda feeds, blobs: {"a": _x(feeds)[:, :1],
                                                         "b": _x(feeds)[:, 1:]})),
-    "Softmax": Case(one("Softmax")),
+    "Softmax": Case(one("Softmax"), refused=one("Softmax", "softmax_param { axis: 2 }")),
     "Split": Case(prototxt(layer("relu", "ReLU", ["data"], ["relu"])
                            + layer(NODE, "Split", ["relu"], ["a", "b"]), context=["Relu"],
                            oracle=lambda feeds, blobs: {"a": np.maximum(_x(feeds), 0),

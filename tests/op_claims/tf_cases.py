@@ -192,16 +192,18 @@ def _batch_matmul(op):
     return graph(build, {"x": (2, 5, 6), "x2": (2, 6, 4)})
 
 
-def _gather(op, **extra):
-    def build(tf, r, x):
+def _gather(op, runtime_indices=False, **extra):
+    def build(tf, r, x, **feeds):
         idx = const(tf, np.array([4, 0, 2], np.int32), "i")
+        if runtime_indices:
+            idx = r.Cast(x=feeds["i"], DstT=tf.int32, name="cast")
         if op == "Gather":
             r.Gather(params=x, indices=idx, name=NODE)
         else:
             r.GatherV2(params=x, indices=idx, axis=const(tf, np.int32(0), "axis"), name=NODE,
                        **extra)
 
-    return graph(build, {"x": (6, 35)})
+    return graph(build, {"x": (6, 35), "i": (3,)} if runtime_indices else {"x": (6, 35)})
 
 
 def _split(op):
@@ -315,7 +317,8 @@ CASES: dict[str, Case] = {
     "Range": Case(graph(lambda tf, r, x: r.AddV2(x=x, y=r.Range(
         start=const(tf, np.float32(0), "a"), limit=const(tf, np.float32(3), "b"),
         delta=const(tf, np.float32(1), "d"), name=NODE), name="add"), context=["AddBias"])),
-    **{op: Case(_gather(op)) for op in ("Gather", "GatherV2")},
+    **{op: Case(_gather(op), refused=_gather(op, runtime_indices=True))
+       for op in ("Gather", "GatherV2")},
     "Tile": Case(graph(lambda tf, r, x: r.Tile(input=x, multiples=const(tf, [1, 2, 1, 1], "m"),
                                                name=NODE))),
     "ClipByValue": Case(graph(lambda tf, r, x: r.ClipByValue(

@@ -151,17 +151,20 @@ _CUT_ATTEMPTS = textwrap.dedent("""
 
 
 def test_the_exact_cut_search_frees_each_refused_attempt(tmp_path):
+    import numpy as np
     import onnx
     from onnx import TensorProto, helper
 
-    # Sin is refused by the frontend; the first cut (q) by the passes (Sqrt); the second (r)
-    # converts: two attempts.
+    # Sin is refused by the frontend; the first cut (q, a squeezed map that as a graph output
+    # would need a layout Transpose) by its checking conversion; the second (r) converts: two
+    # attempts.
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["r"], name="relu"),
-         helper.make_node("Sqrt", ["r"], ["q"], name="root"),
+         helper.make_node("Squeeze", ["r", "axes"], ["q"], name="q"),
          helper.make_node("Sin", ["q"], ["y"], name="sin")],
         "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 7])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.array([0], np.int64), "axes")])
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     proto.ir_version = 8
     source = tmp_path / "model.onnx"

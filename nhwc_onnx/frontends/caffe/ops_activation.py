@@ -88,7 +88,8 @@ def convert_swish(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
 
 @converter("Power", emits=("Mul", "Add", "Square", "Identity"), converts="when",
            condition="power is 1 or 2 (a square root, reciprocal or other power has no dialect "
-                     "form)", doc="(shift + scale*x)^power with Mul/Add/Pow (Sqrt/Reciprocal/Square)")
+                     "form)",
+           doc="(shift + scale*x)^power with Mul/Add/Pow (Sqrt/Reciprocal/Square)")
 def convert_power(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.power_param
     (x,) = _one_bottom(b, layer)
@@ -120,7 +121,8 @@ def convert_power(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("PReLU", emits=("PRelu",), doc="PRelu with per-channel (or shared) slopes")
+@converter("PReLU", emits=("PRelu",), converts="always",
+           doc="PRelu with per-channel (or shared) slopes")
 def convert_prelu(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = _one_bottom(b, layer)
     shape = shape_of(x)

@@ -211,7 +211,8 @@ def _one_bottom(b: CaffeBuilder, layer: pb.LayerParameter):
     return xs
 
 
-@converter("InnerProduct", emits=("Flatten", "Gemm", "Reshape"), doc="Flatten(axis) + Gemm (transB unless transpose)")
+@converter("InnerProduct", emits=("Flatten", "Gemm", "Reshape"),
+           doc="Flatten(axis) + Gemm (transB unless transpose)")
 def convert_inner_product(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.inner_product_param
     (x,) = _one_bottom(b, layer)

@@ -61,7 +61,8 @@ def _preprocessing(layer: pb.LayerParameter) -> dict:
 
 
 @converter("Data", "ImageData", "MemoryData", "DummyData", "HDF5Data", "WindowData",
-           "AnnotatedData", emits=(), doc="the first top becomes a graph input; transform_param is recorded")
+           "AnnotatedData", emits=(),
+           doc="the first top becomes a graph input; transform_param is recorded")
 def convert_data(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     if not layer.top:
         raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no top")

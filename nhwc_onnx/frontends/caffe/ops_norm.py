@@ -105,12 +105,14 @@ def _affine(b: CaffeBuilder, layer: pb.LayerParameter, multiply: bool) -> None:
     b.bind(layer, [top])
 
 
-@converter("Scale", emits=("Mul", "Add", "Reshape"), converts="always", doc="Mul by channel-shaped constants (or a second bottom), optional Add")
+@converter("Scale", emits=("Mul", "Add", "Reshape"), converts="always",
+           doc="Mul by channel-shaped constants (or a second bottom), optional Add")
 def convert_scale(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _affine(b, layer, multiply=True)
 
 
-@converter("Bias", emits=("Add", "Reshape"), converts="always", doc="Add of a broadcast constant (or a second bottom)")
+@converter("Bias", emits=("Add", "Reshape"), converts="always",
+           doc="Add of a broadcast constant (or a second bottom)")
 def convert_bias(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _affine(b, layer, multiply=False)
 
@@ -134,7 +136,8 @@ def _batch_statistics(b: CaffeBuilder, layer: pb.LayerParameter, x: Value, shape
     b.bind(layer, [top])
 
 
-@converter("LRN", emits=("Mul", "AveragePool", "Conv", "Add", "Pow", "Div"), doc="Local response normalisation as core ops, like ONNX LRN (x^-beta of a "
+@converter("LRN", emits=("Mul", "AveragePool", "Conv", "Add", "Pow", "Div"),
+           doc="Local response normalisation as core ops, like ONNX LRN (x^-beta of a "
                       "tensor then has no dialect form: refused there with the same reason)")
 def convert_lrn(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     """ACROSS_CHANNELS: the windowed sum of squares over channels is a 1x1 convolution with a

@@ -18,7 +18,8 @@ def _bad(layer: pb.LayerParameter, message: str) -> InvalidModelError:
     return InvalidModelError(f"layer '{layer.name}' ({layer.type}): {message}")
 
 
-@converter("Eltwise", emits=("Mul", "Add", "Max"), converts="always", doc="SUM (with coefficients) as Mul/Add, PROD as Mul, MAX as Max")
+@converter("Eltwise", emits=("Mul", "Add", "Max"), converts="always",
+           doc="SUM (with coefficients) as Mul/Add, PROD as Mul, MAX as Max")
 def convert_eltwise(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.eltwise_param
     xs = b.bottoms(layer)
@@ -48,7 +49,8 @@ def convert_eltwise(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Axpy", emits=("Mul", "Add"), converts="always", doc="a * x + y with a of shape (N, C, 1, 1) (SENet forks)")
+@converter("Axpy", emits=("Mul", "Add"), converts="always",
+           doc="a * x + y with a of shape (N, C, 1, 1) (SENet forks)")
 def convert_axpy(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     xs = b.bottoms(layer)
     if len(xs) != 3:
@@ -63,7 +65,8 @@ def convert_axpy(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Concat", emits=("Concat", "Identity"), doc="Concat along axis (or the legacy concat_dim)")
+@converter("Concat", emits=("Concat", "Identity"),
+           doc="Concat along axis (or the legacy concat_dim)")
 def convert_concat(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.concat_param
     xs = b.bottoms(layer)
@@ -147,7 +150,8 @@ def _reshape_to(b: CaffeBuilder, layer: pb.LayerParameter, x, out_shape) -> None
     b.bind(layer, [top])
 
 
-@converter("Flatten", emits=("Flatten", "Reshape"), doc="Flatten (axis 1 to the end) or an equivalent static Reshape")
+@converter("Flatten", emits=("Flatten", "Reshape"),
+           doc="Flatten (axis 1 to the end) or an equivalent static Reshape")
 def convert_flatten(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.flatten_param
     (x,) = _one_bottom(b, layer)
@@ -210,7 +214,8 @@ def convert_reshape(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _reshape_to(b, layer, x, caffe_reshape(shape_of(x), layer.reshape_param, layer))
 
 
-@converter("Permute", emits=("Transpose", "Identity"), doc="Transpose (order, missing axes appended)")
+@converter("Permute", emits=("Transpose", "Identity"),
+           doc="Transpose (order, missing axes appended)")
 def convert_permute(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = _one_bottom(b, layer)
     shape = shape_of(x)
@@ -227,7 +232,8 @@ def convert_permute(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Crop", emits=("Slice",), doc="Slice to the second bottom's size at the given offsets")
+@converter("Crop", emits=("Slice",), converts="always",
+           doc="Slice to the second bottom's size at the given offsets")
 def convert_crop(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.crop_param
     xs = b.bottoms(layer)
@@ -256,7 +262,8 @@ def convert_crop(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("ShuffleChannel", emits=("Reshape", "Transpose"), doc="Reshape (N, g, C/g, H, W) -> Transpose -> Reshape")
+@converter("ShuffleChannel", emits=("Reshape", "Transpose"),
+           doc="Reshape (N, g, C/g, H, W) -> Transpose -> Reshape")
 def convert_shuffle_channel(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = _one_bottom(b, layer)
     shape = shape_of(x)

@@ -223,7 +223,8 @@ def _reduce_axes(ctx: NodeCtx) -> list[int] | None:
 
 _REDUCE_EMITS = {
     **{op: (op, "Identity") for op in _CORE_REDUCES},
-    "ReduceL1": ("Abs", "ReduceSum", "Identity"), "ReduceSumSquare": ("Mul", "ReduceSum", "Identity"),
+    "ReduceL1": ("Abs", "ReduceSum", "Identity"),
+    "ReduceSumSquare": ("Mul", "ReduceSum", "Identity"),
     "ReduceL2": ("Mul", "ReduceSum", "Sqrt"), "ReduceLogSum": ("ReduceSum", "Log"),
     "ReduceLogSumExp": ("ReduceMax", "Sub", "Exp", "ReduceSum", "Log", "Add"),
 }

@@ -102,7 +102,8 @@ def convert_depthwise(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("Conv", [ctx.input(0), weight], attrs)]
 
 
-@REGISTRY.register("Conv2DBackpropInput", emits=("ConvTranspose",), condition="SAME or VALID padding")
+@REGISTRY.register("Conv2DBackpropInput",
+                   emits=("ConvTranspose",), condition="SAME or VALID padding")
 def convert_conv2d_backprop_input(ctx: TFContext, node: TFNode) -> list[Value]:
     """ConvTranspose (HWOI filter) with the output size taken from input_sizes."""
     fmt = data_format(ctx)
@@ -120,7 +121,8 @@ def convert_conv2d_backprop_input(ctx: TFContext, node: TFNode) -> list[Value]:
     return [ctx.emit1("ConvTranspose", [ctx.input(2), ctx.input(1)], attrs)]
 
 
-@REGISTRY.register("BiasAdd", "BiasAddV1", emits=("Add", "Reshape"), converts="always")  # per channel
+@REGISTRY.register("BiasAdd", "BiasAddV1", emits=("Add", "Reshape"),
+                   converts="always")  # per channel
 def convert_bias_add(ctx: TFContext, node: TFNode) -> list[Value]:
     """Add of the bias vector on the channel axis."""
     fmt = data_format(ctx) if node.op == "BiasAdd" else "NHWC"
