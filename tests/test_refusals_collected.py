@@ -98,6 +98,22 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc8" bottom: "label" top: 
 """
 
 
+def test_the_passes_judge_what_a_frontend_refusal_reads(tmp_path):
+    """A Softmax over H (refused by op selection, after the layout pass) feeding an op
+    without a converter: the passes still run on the Softmax."""
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Softmax", ["x"], ["s"], name="softmax_over_h", axis=2),
+             helper.make_node("Sin", ["s"], ["y"], name="sin"),
+             helper.make_node("Relu", ["x"], ["r"], name="relu")]
+    path = _onnx(tmp_path, nodes, [helper.make_tensor_value_info("x", f, [1, 3, 5, 7])],
+                 [helper.make_tensor_value_info("y", f, None),
+                  helper.make_tensor_value_info("r", f, None)])
+    exc = _refusal(path)
+    assert [(p.node, p.op) for p in exc.problems] == [("sin", "Sin"),
+                                                      ("softmax_over_h", "Softmax")]
+    assert "not the last non-trivial axis" in exc.problems[1].reason
+
+
 def test_caffe_train_val_names_the_lrn_parts_with_the_training_layers(tmp_path):
     path = tmp_path / "train_val.prototxt"
     path.write_text(TRAIN_VAL)
@@ -110,34 +126,36 @@ def test_caffe_train_val_names_the_lrn_parts_with_the_training_layers(tmp_path):
 
 def test_a_layout_refusal_no_longer_hides_a_later_one(tmp_path):
     """A Flatten of the NCHW input that no weight product absorbs needs a layout Transpose;
-    the Sqrt on another branch was found only after --allow-transpose."""
+    the Softmax over H on another branch (refused by op selection, which runs after the
+    layout pass) was found only after --allow-transpose."""
     f = TensorProto.FLOAT
     nodes = [helper.make_node("Flatten", ["x"], ["flat"], name="flatten"),
-             helper.make_node("Sqrt", ["x"], ["root"], name="root")]
+             helper.make_node("Softmax", ["x"], ["soft"], name="softmax_over_h", axis=2)]
     path = _onnx(tmp_path, nodes, [helper.make_tensor_value_info("x", f, [1, 3, 5, 7])],
                  [helper.make_tensor_value_info("flat", f, [1, 105]),
-                  helper.make_tensor_value_info("root", f, [1, 3, 5, 7])])
+                  helper.make_tensor_value_info("soft", f, [1, 3, 5, 7])])
     exc = _refusal(path)
     assert {(p.node, p.op, p.rule) for p in exc.problems} == {
-        ("flatten", "Flatten", "layout"), ("root", "Sqrt", "")}
+        ("flatten", "Flatten", "layout"), ("softmax_over_h", "Softmax", "")}
     assert "--keep-layout x" in exc.hint and exc.keep_layout_suggestion == ["x"]
 
 
-def test_an_empty_tensor_and_a_legalisation_refusal_in_one_error(tmp_path):
+def test_an_empty_tensor_and_an_op_selection_refusal_in_one_error(tmp_path):
     f = TensorProto.FLOAT
     nodes = [helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["empty"],
                               name="empty_slice"),
              helper.make_node("Concat", ["x", "empty"], ["joined"], name="join", axis=1),
              helper.make_node("Neg", ["joined"], ["n"], name="neg"),
              helper.make_node("Mul", ["empty", "empty"], ["sq"], name="square_of_nothing"),
-             helper.make_node("Log", ["x"], ["lg"], name="log")]
+             helper.make_node("Softmax", ["x"], ["soft"], name="softmax_over_h", axis=2)]
     inits = [("starts", np.array([2], np.int64)), ("ends", np.array([2], np.int64)),
              ("axes", np.array([2], np.int64))]
     path = _onnx(tmp_path, nodes, [helper.make_tensor_value_info("x", f, [1, 3, 5, 7])],
                  [helper.make_tensor_value_info("sq", f, None),
-                  helper.make_tensor_value_info("lg", f, None)], inits)
+                  helper.make_tensor_value_info("soft", f, None)], inits)
     exc = _refusal(path)
-    assert {p.node for p in exc.problems} == {"log", "empty_slice", "square_of_nothing"}
+    assert {p.node for p in exc.problems} == {"softmax_over_h", "empty_slice",
+                                              "square_of_nothing"}
 
 
 def test_tensorflow_refusals_of_the_frontend_and_the_passes(tmp_path):
@@ -175,7 +193,7 @@ def test_the_cut_needs_one_checking_conversion_after_refusals_at_every_stage(
     """Side branches refused at five stages (frontend, scan, layout, empty tensor,
     legalisation) are all in the first error, so the exact cut is right the first time: one
     conversion to check it (issue 30, item 16: it took one per stage)."""
-    import nhwc_onnx.api as api
+    from nhwc_onnx import api
 
     f = TensorProto.FLOAT
     nodes = [
