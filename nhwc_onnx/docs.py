@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from . import frameworks
-from .op_support import GROUPS, NOTES, grouped, source_op_support
-from .passes.op_table import NEVER, WHEN
 from .schemas.base import Attr, OpSchema, Port
 
 DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "ops.md"
@@ -170,6 +168,11 @@ def generate_markdown() -> str:
 
 
 def _frontends_markdown() -> list[str]:
+    # Imported here: listing the dialect's ops (nhwc-onnx ops) needs neither the passes nor
+    # the frontends.
+    from .op_support import GROUPS, NOTES, grouped, source_op_support
+    from .passes.op_table import NEVER, WHEN
+
     sections = ["# Source ops per framework", "",
                 ("What each source op converts to, derived from its converter's declaration "
                  "and the core-op table (nhwc_onnx/passes/op_table.py): **always**, **when** "
