@@ -114,6 +114,20 @@ def test_the_passes_judge_what_a_frontend_refusal_reads(tmp_path):
     assert "not the last non-trivial axis" in exc.problems[1].reason
 
 
+def test_keep_layout_may_name_an_output_of_a_refused_node(tmp_path):
+    """--keep-layout y, where y is computed by a node the frontend refused (taken out with
+    it): no usage error stops the layout pass, so op selection still judges the Softmax."""
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Sin", ["x"], ["y"], name="sin"),
+             helper.make_node("Softmax", ["x"], ["s"], name="softmax_over_h", axis=2)]
+    path = _onnx(tmp_path, nodes, [helper.make_tensor_value_info("x", f, [1, 3, 5, 7])],
+                 [helper.make_tensor_value_info("y", f, None),
+                  helper.make_tensor_value_info("s", f, None)])
+    exc = _refusal(path, keep_layout=["x", "y", "s"])
+    assert [(p.node, p.op) for p in exc.problems] == [("sin", "Sin"),
+                                                      ("softmax_over_h", "Softmax")]
+
+
 def test_caffe_train_val_names_the_lrn_parts_with_the_training_layers(tmp_path):
     path = tmp_path / "train_val.prototxt"
     path.write_text(TRAIN_VAL)
