@@ -19,6 +19,7 @@ from ..schemas.base import CORE_OPS
 from .base import Pass, PassContext, PassResult
 from .layout.boundary import (
     channels_first_model,
+    image_output_layouts,
     keep_layout_names,
     reached_nodes,
     seed_inputs,
@@ -33,8 +34,8 @@ from .static_shapes import infer_graph
 
 
 def _needs_work(state: LayoutWalk) -> bool:
-    if state.sigma:
-        return True
+    if state.sigma or state.output_layouts:
+        return True  # NHWC-stored inputs, or image outputs to be given back NHWC
     for node in state.graph.nodes:
         if is_spatial(node.op) and node.attrs.get("data_format", "NCHW") == "NCHW":
             return True
@@ -95,6 +96,7 @@ class ToNHWC(Pass):
         nchw = channels_first_model(model)
         transposed = source_transposed_outputs(model)
         seeded = seed_inputs(state, model, keep)
+        state.output_layouts = image_output_layouts(model, keep, nchw, transposed)
         graph.toposort()
         if _needs_work(state):
             for node in graph.nodes:
@@ -114,9 +116,10 @@ class ToNHWC(Pass):
 def _visit(state: LayoutWalk, node: Node) -> None:
     """Apply the node's layout rule when it has work to do."""
     rule = LAYOUT_RULES[node.op]
-    if not rule.always_runs and not any(state.permuted(v) for v in node.inputs):
-        return  # nothing permuted reaches this node: it stays as it is
-    rule(state, node)
+    if id(node) not in state.settled and (rule.always_runs
+                                          or any(state.permuted(v) for v in node.inputs)):
+        rule(state, node)  # (otherwise nothing permuted reaches it: it stays as it is)
+    state.done.add(id(node))
 
 
 def _inputs_behind_problems(state: LayoutWalk, seeded: list[Value]) -> list[str]:

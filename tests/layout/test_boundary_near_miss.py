@@ -106,18 +106,20 @@ MATMUL_OUT = [2, 3, 5, 4]
                                         ([0, 2, 1, 3], False), ([0, 1, 3, 2], False)])
 def test_output_transpose_is_the_sources_own_nhwc_only_with_perm_0231(perm, nhwc):
     """A batch-of-matrices result the source transposes: with (0,2,3,1) it is channels-last by
-    the source's own hand (tagged NHWC, nothing to record); with any other perm it is a tensor
-    in source order, said so in the report and not tagged as an image."""
+    the source's own hand (tagged NHWC, nothing to record). With any other perm the result is
+    a rank-4 output of an NCHW source, so an image, and the source's Transpose moves the data
+    anyway: its perm is remapped to give the output NHWC, recorded, at no cost."""
     model = make_model([helper.make_node("MatMul", ["a", "b"], ["c"]),
                         helper.make_node("Transpose", ["c"], ["y"], perm=perm)],
                        [("a", [2, 3, 5, 7]), ("b", [2, 3, 7, 4])],
                        [("y", [MATMUL_OUT[p] for p in perm])])
-    ours, ctx = check_against_ort(model, {"a": None, "b": None, "y": None})
-    assert transposes(ours) == 1 and ours.io_permutations == {}
-    assert ours.graph.outputs[0].layout == ("NHWC" if nhwc else None)
+    ours, ctx = check_against_ort(model, {"a": None, "b": None, "y": None if nhwc else NHWC})
+    assert transposes(ours) == 1
+    assert ours.io_permutations == ({} if nhwc else {"y": NHWC})
+    assert ours.graph.outputs[0].layout == "NHWC"
     assert (notes(ctx, "y") == []) is nhwc
-    if not nhwc:
-        assert SOURCE_ORDER in notes(ctx, "y")[0]
+    remapped = [n for n in notes(ctx, "Transpose_y") if "as its readers want it" in n]
+    assert (remapped == []) is nhwc
 
 
 # -- a rank-4 input read only as a batch of matrices ------------------------------------------
@@ -229,23 +231,36 @@ def test_keep_layout_of_an_output_leaves_the_input_nhwc():
     assert [list(v.shape) for v in ours.graph.outputs] == [[2, 3, 1, 1], [2, 1, 1, 3]]
 
 
-# -- an output in source order is given back NHWC only when that costs no Transpose -----------
+# -- an output in source order is given back NHWC when that costs no Transpose ----------------
 
 
-@pytest.mark.parametrize("shape, nhwc", [([2, 4, 1, 1], True), ([2, 4, 3, 1], False),
-                                         ([2, 4, 1, 3], False)])
-def test_dense_output_reshaped_to_rank4_is_nhwc_only_with_one_pixel(shape, nhwc):
+@pytest.mark.parametrize("shape, constant_weight, nhwc", [
+    ([2, 4, 1, 1], True, True), ([2, 4, 3, 1], True, True), ([2, 4, 1, 3], True, True),
+    ([2, 4, 1, 1], False, True), ([2, 4, 3, 1], False, False), ([2, 4, 1, 3], False, False)])
+def test_dense_output_reshaped_to_rank4_is_nhwc_when_one_pixel_or_a_constant_weight(
+        shape, constant_weight, nhwc):
+    """One pixel: the same bytes in both orders, a Reshape. More: the constant Dense weight's
+    columns are reordered to H,W,C; a weight fed at run time cannot be, so the output stays in
+    source order, said so in the report."""
+    k = int(np.prod(shape[1:]))
+    inits = {"w0": weights(6, 3, 1, 1), "s": np.array(shape, np.int64)}
+    inputs = [("x", [2, 3, 5, 7])]
+    if constant_weight:
+        inits["w"] = weights(6, k)
+    else:
+        inputs.append(("w", [6, k]))
     model = make_model([helper.make_node("Conv", ["x", "w0"], ["c"]),
                         helper.make_node("GlobalAveragePool", ["c"], ["g"]),
                         helper.make_node("Flatten", ["g"], ["f"]),
                         helper.make_node("Gemm", ["f", "w"], ["d"]),
                         helper.make_node("Reshape", ["d", "s"], ["y"])],
-                       [("x", [2, 3, 5, 7])], [("y", shape)],
-                       {"w0": weights(6, 3, 1, 1), "w": weights(6, int(np.prod(shape[1:]))),
-                        "s": np.array(shape, np.int64)})
-    ours, ctx = check_against_ort(model, {"x": NHWC, "y": NHWC if nhwc else None})
+                       inputs, [("y", shape)], inits)
+    perms = {"x": NHWC, "y": NHWC if nhwc else None} | ({} if constant_weight else {"w": None})
+    ours, ctx = check_against_ort(model, perms)
     assert transposes(ours) == 0
     y = ours.graph.outputs[0]
     assert y.layout == ("NHWC" if nhwc else None)
-    assert list(y.shape) == ([2, 1, 1, 4] if nhwc else shape)
+    assert list(y.shape) == ([shape[0], *shape[2:], shape[1]] if nhwc else shape)
     assert (SOURCE_ORDER in " ".join(notes(ctx, "y"))) is not nhwc
+    reordered = any("reordered from C,H,W" in n for n in notes(ctx, "Gemm_d"))
+    assert reordered is (constant_weight and shape != [2, 4, 1, 1])

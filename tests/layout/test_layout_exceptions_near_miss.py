@@ -90,16 +90,31 @@ def test_permute_flatten_dense_with_a_constant_weight_needs_no_transpose():
     assert any("weight of Gemm 'Gemm_y' permuted" in n for n in notes(ctx, "Gemm_y"))
 
 
-def test_permute_flatten_dense_with_a_weight_fed_at_run_time_keeps_the_permute():
-    model = _permute_flatten_dense(False)
-    with pytest.raises(UnsupportedOpError, match="'Flatten_f'.*not a 2-D constant"):
-        dialect(model)
-    ours, ctx = check_against_ort(model, {"x": NHWC, "wd": None, "y": None},
-                                  allow_transpose=True)
-    assert transposes(ours) == 2  # the source's Permute on stored axes, and one inserted
+def test_permute_flatten_dense_with_a_weight_fed_at_run_time_moves_the_data_with_the_permute():
+    """No weight can absorb the order, but the source's Permute moves the data anyway: its perm
+    is remapped to take the NHWC-stored map straight to the order the Flatten reads."""
+    ours, ctx = check_against_ort(_permute_flatten_dense(False), {"x": NHWC, "wd": None,
+                                                                  "y": None})
+    assert transposes(ours) == 1  # the source's Permute, on stored axes; none inserted
     assert notes(ctx, "Transpose_p") == [
-        "Transpose perm [0, 1, 3, 2] -> [0, 2, 1, 3] on the stored layout"]
+        ("Transpose perm [0, 1, 3, 2] -> [0, 3, 2, 1] on the stored layout, storing its result "
+         "with permutation [0, 1, 2, 3] as its readers want it")]
     assert notes(ctx, "Gemm_y") == []
+
+
+def test_flatten_dense_with_a_weight_fed_at_run_time_and_no_permute_is_refused():
+    """The near miss of the above: no source Transpose to remap, no constant weight."""
+    model = make_model([helper.make_node("Conv", ["x", "w0"], ["c"]),
+                        helper.make_node("Flatten", ["c"], ["f"]),
+                        helper.make_node("Gemm", ["f", "wd"], ["y"])],
+                       [("x", [2, 3, 5, 7]), ("wd", [140, 6])], [("y", [2, 6])],
+                       {"w0": weights(4, 3, 1, 1)})
+    with pytest.raises(UnsupportedOpError, match="'Flatten_f'.*not a 2-D constant") as refused:
+        dialect(model)
+    assert [p.node for p in refused.value.problems] == ["Flatten_f"]
+    ours, _ = check_against_ort(model, {"x": NHWC, "wd": None, "y": None},
+                                allow_transpose=True)
+    assert transposes(ours) == 1  # inserted
 
 
 Z, C, H, W = 4, 3, 5, 2
@@ -139,8 +154,18 @@ def test_dense_reshaped_into_a_map_that_a_conv_reads_gets_its_columns_reordered(
     assert any("reordered from C,H,W to H,W,C" in n for n in notes(ctx, "fc"))
 
 
-def test_dense_reshaped_into_a_map_that_no_conv_reads_keeps_its_columns():
+def test_dense_reshaped_into_an_image_output_gets_its_columns_reordered():
+    """A rank-4 output of an NCHW-convention source is an image: NHWC, at no cost here."""
     model, ctx = to_nhwc(_dense_to_image("Relu"), {"z": rand(2, Z), "x": rand(2, 3, 5, 7)})
+    assert sorted(n.op for n in model.graph.nodes) == ["Gemm", "MaxPool", "Relu", "Reshape"]
+    assert tuple(model.graph.find_node("to_image").inputs[1].const) == (2, H, W, C)
+    assert any("reordered from C,H,W to H,W,C" in n for n in notes(ctx, "fc"))
+    assert model.io_permutations == {"x": NHWC, "pool": NHWC, "act": NHWC}
+
+
+def test_dense_reshaped_into_a_map_kept_in_source_order_keeps_its_columns():
+    model, ctx = to_nhwc(_dense_to_image("Relu"), {"z": rand(2, Z), "x": rand(2, 3, 5, 7)},
+                         keep_layout=["act"])
     assert sorted(n.op for n in model.graph.nodes) == ["Gemm", "MaxPool", "Relu", "Reshape"]
     assert tuple(model.graph.find_node("to_image").inputs[1].const) == (2, C, H, W)
     assert model.graph.find_node("fc").inputs[1].name == "fc/W"

@@ -63,7 +63,7 @@ def test_spatial_ops_are_exactly_those_with_a_data_format():
 def test_rules_that_run_without_a_permuted_input():
     always = {op for op, r in LAYOUT_RULES.items() if r.always_runs}
     spatial = {op for op in CORE_OPS.names() if is_spatial(op)}
-    assert always == spatial | {"Transpose", "Reshape"}
+    assert always == spatial | {"Transpose", "Reshape", "Unsqueeze"}
     assert LAYOUT_RULES["Reshape"] is moves.reshape_always and not moves.reshape.always_runs
 
 

@@ -92,6 +92,9 @@ class OnnxImporter:
         self._make_values(g, order, inputs)
         refused = self._convert(selected, names)
         self.graph.outputs = [self.value(n) for n in self._output_names()]
+        for v in self.graph.outputs:  # ONNX's convention, as for the inputs
+            if v.layout is None and v.rank in (4, 5):
+                v.layout = NCHW
         model = Model(self.graph, {
             "source_framework": "onnx",
             "source_file": os.path.basename(self.source_file) if self.source_file else "",

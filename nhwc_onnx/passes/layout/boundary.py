@@ -100,17 +100,19 @@ def _seed(state: LayoutWalk, model: Model, v: Value, sigma: Perm, why: str) -> N
 
 def _reads_as_1d_map(node: Node, index: int) -> bool:
     """Whether ``node`` reads its rank-3 input ``index`` as an N,C,L feature map: a 1-D
-    conv/pool (lifted to N,C,1,L for a 2-D NCHW op) or a BatchNormalization over C."""
+    conv/pool (lifted to N,C,1,L or N,C,L,1 for a 2-D NCHW op, by a Reshape or, as older
+    PyTorch exports a 1-D pool, an Unsqueeze) or a BatchNormalization over C."""
     if index != 0:
         return False
     if node.op == "BatchNormalization":
         return node.attrs.get("axis", 1) in (1, -2)
-    if node.op != "Reshape":
+    if node.op not in ("Reshape", "Unsqueeze"):
         return False
     x, out = node.inputs[0], node.outputs[0]
     if x.shape is None or out.shape is None or len(out.shape) != 4:
         return False
-    lifted = tuple(out.shape) == (x.shape[0], x.shape[1], 1, x.shape[2])
+    n, c, length = x.shape
+    lifted = tuple(out.shape) in ((n, c, 1, length), (n, c, length, 1))
     return lifted and bool(out.uses()) and all(reads_nchw_image(n, i) for n, i in out.uses())
 
 
@@ -131,6 +133,18 @@ def source_transposed_outputs(model: Model) -> set[int]:
                 and _perm_of(node) == list(channels_last(v.rank))):
             found.add(id(v))
     return found
+
+
+def image_output_layouts(model: Model, keep: set[str], nchw: bool,
+                         transposed: set[int]) -> dict[int, Perm]:
+    """The layout the contract asks of each image graph output (rank 4/5 of a channels-first
+    source, not kept, not made channels-last by the source itself): channels-last. The walk
+    stores values it may lay out freely (a Transpose's result) that way when they lead there."""
+    if not nchw:
+        return {}
+    return {id(v): channels_last(v.rank) for v in model.graph.outputs
+            if not v.is_const and v.rank in (4, 5) and v.name not in keep
+            and id(v) not in transposed and v not in model.graph.inputs}
 
 
 def settle_outputs(state: LayoutWalk, model: Model, keep: set[str], nchw: bool,
@@ -155,8 +169,9 @@ def settle_outputs(state: LayoutWalk, model: Model, keep: set[str], nchw: bool,
             if v in graph.inputs or not (same_bytes(src, sigma, channels_last(rank))
                                          or id(v.producer()) in from_images):
                 state.ctx.record("layout", v.name, "graph output computed in source axis order "
-                                 "(not an image: e.g. a MatMul result); kept as it is",
-                                 perm=list(sigma))
+                                 "(not an image: e.g. a MatMul result, or a map built in source "
+                                 "order from lower-rank values, which only a layout Transpose "
+                                 "could make NHWC); kept as it is", perm=list(sigma))
                 continue
             target = channels_last(rank)  # e.g. [N,C,1,1] logits: a free Reshape
         else:

@@ -50,3 +50,14 @@ def downstream(v: Value) -> tuple[set[int], bool]:
                 seen.add(id(node))
                 todo.extend(node.outputs)
     return seen, found
+
+
+def is_pointwise_conv(state, node: Node) -> bool:
+    """A Conv with a 1x1 window and as many positions out as in (so stride 1 or a size-1 axis,
+    and no padding): each output position is computed from the same input position only, so
+    the order the positions are stored in (H,W or W,H) does not matter, only that the channel
+    is last."""
+    if node.op != "Conv" or list(node.attrs.get("kernel_shape") or ()) != [1, 1]:
+        return False
+    src_in, src_out = state.src_shape(node.inputs[0]), state.src_shape(node.outputs[0])
+    return len(src_in) == 4 and tuple(src_in[2:]) == tuple(src_out[2:])

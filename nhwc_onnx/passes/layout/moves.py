@@ -12,6 +12,7 @@ import numpy as np
 
 from ...ir import Node, Value
 from ...schemas.core import flatten_axis
+from .demand import wanted_layout
 from .images import downstream
 from .perm import (
     NHWC,
@@ -21,6 +22,7 @@ from .perm import (
     inverse,
     is_identity,
     reshape_layout,
+    reshape_preference,
     stored_shape,
 )
 from .rules import ATTRIBUTE, TERMINATE, outputs
@@ -40,14 +42,24 @@ def transpose(state: LayoutWalk, node: Node) -> None:
     image = channels_last(rank) if rank in (4, 5) else None  # rank 3: keep
     takes_vanish = (is_identity(vanish) or vanish == image
                     or (vanish[0] == 0 and _only_flattened_into_dense(state, node.outputs[0])))
-    sigma_out = vanish if takes_vanish else sigma_in
+    # Otherwise the Transpose moves data anyway, so its result is stored as its readers want
+    # it (an NHWC image after a pixel shuffle's Reshape, a DFL head's 1x1 Conv, an image graph
+    # output ...); when nothing decides, in its input's layout.
+    wanted = None if takes_vanish else wanted_layout(state, node.outputs[0])
+    sigma_out = vanish if takes_vanish else (wanted or sigma_in)
     stored_perm = [inverse(sigma_in)[perm[a]] for a in sigma_out]
     outputs(state, node, sigma_out)
     if is_identity(stored_perm):
         # Keep the node until the walk ends: its consumers still read the output's own axes.
         state.vanishing.append(node)
-        state.ctx.record("layout", node.name, f"Transpose {perm} removed: it only converted "
-                         "between NCHW and NHWC", perm=perm)
+        why = ("it only converted between NCHW and NHWC" if takes_vanish else
+               f"its readers take its result stored with permutation {list(sigma_out)}, which "
+               "is how its input is stored already")
+        state.ctx.record("layout", node.name, f"Transpose {perm} removed: {why}", perm=perm)
+    elif wanted is not None and tuple(wanted) != tuple(sigma_in):
+        state.ctx.record("layout", node.name, f"Transpose perm {perm} -> {stored_perm} on the "
+                         f"stored layout, storing its result with permutation {list(wanted)} "
+                         "as its readers want it", perm=stored_perm)
     elif stored_perm != perm:
         state.ctx.record("layout", node.name, f"Transpose perm {perm} -> {stored_perm} on the "
                          "stored layout", perm=stored_perm)
@@ -82,16 +94,18 @@ def reshape(state: LayoutWalk, node: Node) -> None:
     src_in, sigma = state.src_shape(data), state.sig(data)
     src_out = state.src_shape(out)
     if is_identity(sigma):
-        _dense_into_image(state, node, src_in, src_out)
+        if not _as_readers_want(state, node, src_in, src_out):
+            _dense_into_image(state, node, src_in, src_out)
         return
-    prefer = ([NHWC] if len(src_out) == 4 else []) + [identity(len(src_out))]
-    sigma_out = reshape_layout(src_in, sigma, src_out, prefer)
+    sigma_out = reshape_layout(src_in, sigma, src_out, reshape_preference(len(src_out)))
     if sigma_out is not None:
         _as_reshape(state, node, stored_shape(src_out, sigma_out))
         outputs(state, node, sigma_out)
         if not is_identity(sigma_out):
             state.ctx.record("layout", node.name, f"{node.op} rewritten on stored axes: "
                              f"{list(src_in)} -> {list(src_out)} keeps layout {list(sigma_out)}")
+        return
+    if _softmax_over_block(state, node, src_in, sigma, src_out):
         return
     why_not_dense = _flatten_into_dense(state, node, src_in, sigma, src_out)
     if not why_not_dense:
@@ -125,6 +139,45 @@ def _as_reshape(state: LayoutWalk, node: Node, shape) -> None:
         return
     node.set_input(1, state.constant(target, f"{node.name}/shape_nhwc"))
     node.attrs.pop("allowzero", None)
+
+
+def _softmax_over_block(state: LayoutWalk, node: Node, src_in, sigma, src_out) -> bool:
+    """Flatten(a) -> Softmax -> Reshape back: how an opset < 13 Softmax(axis=a) of a rank-4
+    map is read (``frontends/onnx``): one softmax over the block of axes a.. jointly, e.g. over
+    C x H x W, which does not depend on the order of the block. When the stored layout only
+    reorders axes inside the block, the stored tensor is flattened, normalised and reshaped
+    back to the stored shape: no Transpose. The flattened rows are in stored order, so every
+    reader must be such a Softmax whose result is only reshaped back. Returns whether done."""
+    graph = state.graph
+    a = len(src_out) - 1
+    if (a < 1 or tuple(src_out[:a]) != tuple(src_in[:a]) or tuple(sigma[:a]) != tuple(range(a))
+            or int(np.prod(src_in[a:])) != src_out[a]):
+        return False
+    out = node.outputs[0]
+    backs = []
+    for user, index in out.uses() if out not in graph.outputs else []:
+        if (user.op not in ("Softmax", "LogSoftmax") or index != 0
+                or user.attrs.get("axis", -1) % (a + 1) != a):
+            return False
+        soft = user.outputs[0]
+        if soft in graph.outputs or not soft.uses():
+            return False
+        for back, j in soft.uses():
+            if (back.op != "Reshape" or j != 0
+                    or tuple(state.src_shape(back.outputs[0])) != tuple(src_in)):
+                return False
+            backs.append(back)
+    if not backs:
+        return False
+    outputs(state, node, ())
+    for back in backs:
+        _as_reshape(state, back, stored_shape(src_in, sigma))
+        state.set_sig(back.outputs[0], sigma)
+        state.settled.add(id(back))
+    state.ctx.record("layout", node.name, f"{node.op} of {list(src_in)} into rows of "
+                     f"{src_out[a]} for a softmax over the whole row: computed on the stored "
+                     f"order (permutation {list(sigma)}), which the softmax does not depend on")
+    return True
 
 
 def _dense_consumers(state: LayoutWalk, node: Node):
@@ -180,27 +233,46 @@ def _flatten_into_dense(state: LayoutWalk, node: Node, src_in, sigma, src_out) -
     return ""
 
 
-def _dense_into_image(state: LayoutWalk, node: Node, src_in, src_out) -> None:
-    """Dense (N, K) -> Reshape (N, C, H, W) -> NCHW image ops: permute the Dense weight columns
-    (and bias) to H,W,C order so the Reshape yields an NHWC map directly (decoders, GANs)."""
+def _as_readers_want(state: LayoutWalk, node: Node, src_in, src_out) -> bool:
+    """A Reshape of a value stored in source order into a rank-4/5 tensor: store its result
+    as its readers want it when the same bytes allow it (e.g. (N, C) -> (N, C, 1, 1) stored
+    (N, 1, 1, C), so a Tile/Expand of it is an NHWC image). Returns whether done."""
+    if len(src_out) not in (4, 5):
+        return False
+    wanted = wanted_layout(state, node.outputs[0])
+    if wanted is None or is_identity(wanted):
+        return False
+    if reshape_layout(src_in, identity(len(src_in)), src_out, [wanted]) != tuple(wanted):
+        return False
+    _as_reshape(state, node, stored_shape(src_out, wanted))
+    outputs(state, node, wanted)
+    state.ctx.record("layout", node.name, f"{node.op} to {list(src_out)} stores its result "
+                     f"with permutation {list(wanted)}, as its readers want it (the same bytes)")
+    return True
+
+
+def _dense_into_image(state: LayoutWalk, node: Node, src_in, src_out) -> bool:
+    """Dense (N, K) -> Reshape (N, C, H, W) -> NCHW image ops or an image graph output: permute
+    the Dense weight columns (and bias) to H,W,C order so the Reshape yields an NHWC map
+    directly (decoders, GANs). Returns whether done."""
     data, out = node.inputs[0], node.outputs[0]
     if len(src_in) != 2 or len(src_out) != 4 or src_in[0] != src_out[0]:
-        return
+        return False
     producer = data.producer()
     if producer is None or data in state.graph.outputs or len(data.uses()) != 1:
-        return
+        return False
     weight = producer.input(1)
     if producer.op not in ("Gemm", "MatMul") or producer.attrs.get("transA"):
-        return
+        return False
     if weight is None or not weight.is_const or weight.const.ndim != 2:
-        return
+        return False
     bias = producer.input(2) if producer.op == "Gemm" else None
     per_feature = bias is not None and bias.is_const and bias.const.size > 1
     if bias is not None and not (bias.is_const and (bias.const.size == 1 or (
             bias.const.shape[-1] == src_in[1] and bias.const.size == src_in[1]))):
-        return
-    if not downstream(out)[1]:
-        return  # nothing reads it as an image: keep the source order
+        return False
+    if not downstream(out)[1] and wanted_layout(state, out) != NHWC:
+        return False  # nothing reads it as an image, and it is no image output: source order
     order = flatten_row_order(src_out, NHWC)
     columns_first = producer.op == "Gemm" and producer.attrs.get("transB", 0)
     new_w = weight.const[order, :] if columns_first else weight.const[:, order]
@@ -212,3 +284,4 @@ def _dense_into_image(state: LayoutWalk, node: Node, src_in, src_out) -> None:
     state.ctx.record("layout", producer.name, f"output features of {producer.op} "
                      f"'{producer.name}' reordered from C,H,W to H,W,C so that '{node.name}' "
                      "builds an NHWC feature map")
+    return True

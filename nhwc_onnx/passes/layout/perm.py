@@ -146,6 +146,12 @@ def _derived_sigma(out_shape: Sequence[int], groups, in_seq: list[int]) -> Perm:
     return tuple(sorted(range(len(out_shape)), key=lambda a: keys[a]))
 
 
+def reshape_preference(rank: int) -> list[Perm]:
+    """The layouts a Reshape's result takes first when its bytes allow: NHWC for a rank-4
+    result (an image), else the source order."""
+    return ([NHWC] if rank == 4 else []) + [identity(rank)]
+
+
 def reshape_layout(in_shape, sigma_in, out_shape, prefer: Sequence[Perm]) -> Perm | None:
     """A layout for the reshape's output so that reshaping the stored input is exact, or None."""
     groups = reshape_groups(in_shape, out_shape)

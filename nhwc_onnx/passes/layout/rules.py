@@ -12,7 +12,18 @@ import numpy as np
 
 from ...ir import Node
 from ...schemas.base import CORE_OPS, LayoutClass
-from .perm import NHWC, drop_axes_layout, identity, insert_axes_layout, inverse
+from .demand import wanted_layout
+from .images import is_pointwise_conv
+from .perm import (
+    NHWC,
+    channels_last,
+    drop_axes_layout,
+    identity,
+    insert_axes_layout,
+    inverse,
+    is_identity,
+    same_bytes,
+)
 from .walk import LayoutWalk, layout_rule
 
 IMPLICIT, TRANSPARENT = LayoutClass.IMPLICIT, LayoutClass.TRANSPARENT
@@ -42,7 +53,19 @@ def identity_only(state: LayoutWalk, node: Node) -> None:
 @layout_rule(IMPLICIT, always_runs=True)
 def spatial(state: LayoutWalk, node: Node) -> None:
     if node.attrs.get("data_format", "NCHW") == "NCHW":
-        state.coerce(node, 0, NHWC, f"{node.op} in NCHW reads '{node.inputs[0].name}', which "
+        x = node.inputs[0]
+        sigma = state.sig(x)
+        if (sigma[-1] == 1 and not same_bytes(state.src_shape(x), sigma, NHWC)
+                and is_pointwise_conv(state, node)):
+            node.attrs["data_format"] = "NHWC"
+            state.changed = True
+            outputs(state, node, sigma)
+            state.ctx.record("layout", node.name, f"1x1 Conv reads '{x.name}' stored with "
+                             f"permutation {list(sigma)} (channel last) as it is: it computes "
+                             "each position on its own, whichever order they are stored in",
+                             perm=list(sigma))
+            return
+        state.coerce(node, 0, NHWC, f"{node.op} in NCHW reads '{x.name}', which "
                      "is not an NCHW feature map")
         node.attrs["data_format"] = "NHWC"
         state.changed = True
@@ -130,12 +153,25 @@ def reduce_axes(state: LayoutWalk, node: Node) -> None:
     outputs(state, node, sigma if keep else drop_axes_layout(sigma, set(axes)))
 
 
-@layout_rule(ATTRIBUTE)
+@layout_rule(ATTRIBUTE, always_runs=True)
 def unsqueeze(state: LayoutWalk, node: Node) -> None:
+    """Size-1 axes go where they keep the stored bytes; among those places, where the result
+    is channels-last (an N,C,L map stored N,L,C lifted to N,C,1,L is stored N,1,L,C), and for
+    a value in source order lifted to rank 4/5, where its readers want it (if they do)."""
     sigma = state.sig(node.inputs[0])
     rank = len(sigma) + len(node.attrs["axes"])
     new_axes = sorted(axis_of(a, rank) for a in node.attrs["axes"])
     out_sigma, positions = insert_axes_layout(sigma, new_axes)
+    if rank in (4, 5):
+        target = (wanted_layout(state, node.outputs[0]) if is_identity(sigma)
+                  else channels_last(rank))
+        if target is not None and drop_axes_layout(target, set(new_axes)) == tuple(sigma):
+            out_sigma, positions = tuple(target), sorted(target.index(a) for a in new_axes)
+    if is_identity(out_sigma):
+        return  # a value in source order stays as the source wrote it
+    if is_identity(sigma):
+        state.ctx.record("layout", node.name, f"Unsqueeze stores its result with permutation "
+                         f"{list(out_sigma)}, as its readers want it (the same bytes)")
     node.attrs["axes"] = positions
     state.changed = True
     outputs(state, node, out_sigma)

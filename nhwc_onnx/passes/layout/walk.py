@@ -71,6 +71,10 @@ class LayoutWalk:
         self.changed = False
         self.vanishing: list[Node] = []  # Transposes that became identities
         self.blamed: set[str] = set()  # producers of graph outputs that need a Transpose
+        self.done: set[int] = set()  # nodes the walk has passed: their outputs' layouts are set
+        self.settled: set[int] = set()  # nodes a rule already rewrote ahead of the walk
+        # Graph outputs the boundary contract wants in a given layout (NHWC images).
+        self.output_layouts: dict[int, Perm] = {}
         for v in self.graph.values():
             if v.shape is not None:
                 self.src[id(v)] = tuple(v.shape)
@@ -81,6 +85,12 @@ class LayoutWalk:
 
     def sig(self, v: Value) -> Perm:
         return self.sigma.get(id(v)) or identity(len(self.src_shape(v)))
+
+    def settled_layout(self, v: Value) -> bool:
+        """Whether ``v``'s layout is final: a graph input or constant, or made by a node the
+        walk has passed (or a rule has set it)."""
+        producer = v.producer()
+        return producer is None or id(producer) in self.done or id(v) in self.sigma
 
     def permuted(self, v: Value | None) -> bool:
         return v is not None and not v.is_const and not is_identity(self.sig(v))
