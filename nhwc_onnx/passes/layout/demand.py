@@ -4,14 +4,15 @@ A source Transpose moves its data anyway, so its result can be stored in any ord
 (only the stored ``perm`` changes). ``wanted_layout`` looks forward from such a value and says
 which order its readers need, as a layout of the value's source axes:
 
-- an NCHW image reader (Conv, pools ...) wants NHWC; a 1x1 stride-1 Conv, which reads each
-  position on its own, wants any order with the channel last (see ``rules.pointwise_conv``);
+- an NCHW image reader (Conv, pools ...) wants NHWC; an unpadded 1x1 Conv, which reads each
+  position on its own, wants any order with the channel last (``images.is_pointwise_conv``);
 - a Reshape wants the order whose bytes reshape into the layout its own result wants (or, if
   nothing decides that, into the layout the Reshape rule would prefer: NHWC for a rank-4
   result, else the source order);
 - a Transpose wants the order that lets it vanish under what its own result wants;
 - an op that keeps its operand's layout (elementwise, Concat, Split, Softmax ...) wants what
-  its result wants, unless another operand is already stored in some layout: a join wants that;
+  its result wants, unless another operand is already stored in some layout: a join wants that
+  (a Softmax passes a wish on only if it keeps the softmax axis stored last);
 - a MatMul-like op wants the source order; an image graph output wants NHWC.
 
 It returns None when nothing downstream decides. The answer is only a preference: the rules
