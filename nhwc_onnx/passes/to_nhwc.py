@@ -91,7 +91,7 @@ class ToNHWC(Pass):
         graph = model.graph
         if self.infer_shapes:
             infer_graph(graph)
-        state = LayoutWalk(model, ctx)
+        state = LayoutWalk(model, ctx, LAYOUT_RULES)
         keep = keep_layout_names(model, ctx)
         nchw = channels_first_model(model)
         transposed = source_transposed_outputs(model)

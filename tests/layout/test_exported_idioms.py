@@ -12,6 +12,7 @@ from onnx import helper
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import Graph, Model, Value
 from nhwc_onnx.passes.base import PassContext
+from nhwc_onnx.passes.layout.table import LAYOUT_RULES
 from nhwc_onnx.passes.layout.walk import LayoutWalk
 from nhwc_onnx.passes.reference import run_core
 from nhwc_onnx.passes.static_shapes import infer_graph
@@ -163,7 +164,7 @@ def test_a_softmax_over_a_block_reads_it_in_any_order_inside_the_block(shape, si
     x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
     want = run_core(_rows_softmax(shape), {"x": x})["back"]
     model, ctx = _rows_softmax(shape), PassContext()
-    walk = LayoutWalk(model, ctx)
+    walk = LayoutWalk(model, ctx, LAYOUT_RULES)
     walk.set_sig(model.graph.inputs[0], sigma)
     walk.output_layouts = {id(model.graph.outputs[0]): (0, 2, 3, 1)}
     for node in list(model.graph.nodes):

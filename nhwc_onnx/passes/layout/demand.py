@@ -40,21 +40,11 @@ def wanted_layout(state: LayoutWalk, value: Value) -> Perm | None:
     return _Search(state).wanted(value)
 
 
-_FOLLOWERS: frozenset[str] = frozenset()
-
-
-def _follows(op: str) -> bool:
+def _follows(state: LayoutWalk, op: str) -> bool:
     """Whether ``op``'s layout rule stores its result in its (first permuted) operand's layout
     (elementwise ops, Concat, Split, Slice, Softmax ...)."""
-    global _FOLLOWERS
-    if not _FOLLOWERS:
-        from . import rules
-        from .table import LAYOUT_RULES  # imported here: the table imports this module's users
-
-        keeping = (rules.elementwise, rules.single_axis, rules.softmax_axis, rules.concat,
-                   rules.slice_axes, rules.pad, rules.resize, rules.tile_expand)
-        _FOLLOWERS = frozenset(name for name, rule in LAYOUT_RULES.items() if rule in keeping)
-    return op in _FOLLOWERS
+    rule = state.rules.get(op)
+    return rule is not None and rule.keeps_layout
 
 
 class _Search:
@@ -99,7 +89,7 @@ class _Search:
             if index != 0 or node.attrs.get("data_format", "NCHW") != "NCHW":
                 return None
             return self._before_spatial(node)
-        if _follows(node.op):
+        if _follows(self.state, node.op):
             if len(state.src_shape(node.outputs[0])) != rank:
                 return None
             want = self._joined(node, v, rank)
@@ -174,7 +164,7 @@ class _Search:
                 return None
             return reshape_layout(state.src_shape(producer.inputs[0]), before,
                                   state.src_shape(v), reshape_preference(rank))
-        if not _follows(producer.op):
+        if not _follows(self.state, producer.op):
             return None
         known = [self._stored(u, depth + 1) for u in producer.inputs
                  if u is not None and not u.is_const and len(state.src_shape(u)) == rank]

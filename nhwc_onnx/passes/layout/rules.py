@@ -76,7 +76,7 @@ def spatial(state: LayoutWalk, node: Node) -> None:
         outputs(state, node, ())
 
 
-@layout_rule(TRANSPARENT)
+@layout_rule(TRANSPARENT, keeps_layout=True)
 def elementwise(state: LayoutWalk, node: Node) -> None:
     rank = len(state.src_shape(node.outputs[0]))
     target = identity(rank)
@@ -94,7 +94,7 @@ def axis_of(attrs_value: int, rank: int) -> int:
     return attrs_value % rank
 
 
-@layout_rule(ATTRIBUTE)
+@layout_rule(ATTRIBUTE, keeps_layout=True)
 def single_axis(state: LayoutWalk, node: Node) -> None:
     sigma = state.sig(node.inputs[0])
     default = CORE_OPS[node.op].with_defaults({})["axis"]
@@ -104,7 +104,7 @@ def single_axis(state: LayoutWalk, node: Node) -> None:
     outputs(state, node, sigma)
 
 
-@layout_rule(ATTRIBUTE)
+@layout_rule(ATTRIBUTE, keeps_layout=True)
 def softmax_axis(state: LayoutWalk, node: Node) -> None:
     """Softmax/LogSoftmax: the dialect normalises the last (non-trivial) axis. When the source
     axis is last in source order but not in the stored one (e.g. the W axis of an NCHW map),
@@ -125,7 +125,7 @@ def softmax_axis(state: LayoutWalk, node: Node) -> None:
     outputs(state, node, ())
 
 
-@layout_rule(ATTRIBUTE)
+@layout_rule(ATTRIBUTE, keeps_layout=True)
 def concat(state: LayoutWalk, node: Node) -> None:
     target = next(state.sig(v) for v in node.inputs if state.permuted(v))
     for i in range(len(node.inputs)):
@@ -177,7 +177,7 @@ def unsqueeze(state: LayoutWalk, node: Node) -> None:
     outputs(state, node, out_sigma)
 
 
-@layout_rule(ATTRIBUTE)
+@layout_rule(ATTRIBUTE, keeps_layout=True)
 def slice_axes(state: LayoutWalk, node: Node) -> None:
     sigma = state.sig(node.inputs[0])
     axes = node.attrs.get("axes")
@@ -187,7 +187,7 @@ def slice_axes(state: LayoutWalk, node: Node) -> None:
     outputs(state, node, sigma)
 
 
-@layout_rule(ATTRIBUTE)
+@layout_rule(ATTRIBUTE, keeps_layout=True)
 def pad(state: LayoutWalk, node: Node) -> None:
     sigma = state.sig(node.inputs[0])
     r = len(sigma)
@@ -197,7 +197,7 @@ def pad(state: LayoutWalk, node: Node) -> None:
     outputs(state, node, sigma)
 
 
-@layout_rule(ATTRIBUTE)
+@layout_rule(ATTRIBUTE, keeps_layout=True)
 def resize(state: LayoutWalk, node: Node) -> None:
     sigma = state.sig(node.inputs[0])
     for key in ("scales", "sizes"):
@@ -222,7 +222,7 @@ def gather(state: LayoutWalk, node: Node) -> None:
     outputs(state, node, drop_axes_layout(sigma, {axis}) if scalar else sigma)
 
 
-@layout_rule(ATTRIBUTE)
+@layout_rule(ATTRIBUTE, keeps_layout=True)
 def tile_expand(state: LayoutWalk, node: Node) -> None:
     data, arg = node.inputs
     sigma = state.sig(data)

@@ -7,7 +7,7 @@ nodes of one core op, with the layout class it implies.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -33,16 +33,19 @@ class LayoutRule:
     records through ``walk.coerce`` that a layout Transpose would be needed.
 
     ``layout_class`` says what the rule does, in tflite2onnx's terms (an op's layout class is
-    its rule's); ``always_runs``: the walk calls it even when no permuted value reaches the node.
+    its rule's); ``always_runs``: the walk calls it even when no permuted value reaches the node;
+    ``keeps_layout``: the rule stores the node's result in its (first permuted) operand's layout
+    (elementwise ops, Concat, Slice, Softmax ...), which the look-ahead of ``demand`` follows.
     """
 
-    __slots__ = ("always_runs", "apply", "layout_class")
+    __slots__ = ("always_runs", "apply", "keeps_layout", "layout_class")
 
     def __init__(self, apply: Callable[[LayoutWalk, Node], None], layout_class: LayoutClass,
-                 always_runs: bool = False):
+                 always_runs: bool = False, keeps_layout: bool = False):
         self.apply = apply
         self.layout_class = layout_class
         self.always_runs = always_runs
+        self.keeps_layout = keeps_layout
 
     def __call__(self, walk: LayoutWalk, node: Node) -> None:
         self.apply(walk, node)
@@ -51,16 +54,18 @@ class LayoutRule:
         return f"LayoutRule({self.apply.__name__}, {self.layout_class.value})"
 
 
-def layout_rule(layout_class: LayoutClass, always_runs: bool = False):
+def layout_rule(layout_class: LayoutClass, always_runs: bool = False,
+                keeps_layout: bool = False):
     """Declare a function ``fn(walk, node)`` as a layout rule of ``layout_class``."""
-    return lambda fn: LayoutRule(fn, layout_class, always_runs)
+    return lambda fn: LayoutRule(fn, layout_class, always_runs, keeps_layout)
 
 
 class LayoutWalk:
     """Layouts of the values while the pass walks the graph, and the rewrites it makes."""
 
-    def __init__(self, model: Model, ctx: PassContext):
+    def __init__(self, model: Model, ctx: PassContext, rules: Mapping[str, LayoutRule]):
         self.model = model
+        self.rules = rules  # core op -> its rule (passes.layout.table.LAYOUT_RULES)
         self.graph = model.graph
         self.ctx = ctx
         self.allow_transpose = ctx.options.allow_transpose
