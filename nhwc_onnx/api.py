@@ -13,8 +13,12 @@ from typing import Any
 from . import __version__, frameworks
 from .errors import InvalidModelError, UnsupportedOpError, ValidationIssue
 from .ir import Model
+from .ir.io_names import name_graph_io
 from .options import ConvertOptions
 from .outputs import plan_targets
+from .source_info import describe_source
+from .source_info import describe_value as _describe_value
+from .source_info import source_op_counts as _source_op_counts
 
 
 @dataclass
@@ -102,6 +106,7 @@ def convert(
         # The frontend keeps going past refused nodes so the passes judge the rest: one
         # error then lists the refusals of every stage.
         model = frameworks.load_source(src, fw, options.replace(keep_going=True))
+        name_graph_io(model, options.rename)
         t1 = time.perf_counter()
         report.timings["load"] = t1 - t0
         report.source_ops = _source_op_counts(model)
@@ -194,21 +199,6 @@ def write_report(path: str | os.PathLike, report: ConversionReport, verification
     write_json(path, data, role="report")
 
 
-def _source_op_counts(model: Model) -> dict[str, int]:
-    if model.source_op_counts:
-        return dict(sorted(model.source_op_counts.items()))
-    counts: dict[str, int] = {}
-    for node in model.graph.nodes:
-        op = node.doc or node.op
-        counts[op] = counts.get(op, 0) + 1
-    return dict(sorted(counts.items()))
-
-
-def _describe_value(v) -> dict[str, Any]:
-    return {"name": v.name, "shape": list(v.shape) if v.shape is not None else None,
-            "dtype": v.dtype}
-
-
 def check(paths: str | os.PathLike | Sequence[str | os.PathLike]
           ) -> dict[str, list[ValidationIssue]]:
     """Validate dialect model files (one path or several): path -> issues (empty: valid).
@@ -272,33 +262,40 @@ def info(path: str | os.PathLike, options: ConvertOptions | None = None, *,
 
     ``dialect``: True reads ``path`` as a dialect model, False as a source (of
     ``options.framework``, or the one its name says); None: a dialect model when it is an
-    .onnx file written by nhwc-onnx, else a source.
+    .onnx file written by nhwc-onnx, else a source. A source is also taken through the
+    conversion (nothing written) and ``conversion`` says how that ends: ``status`` "converts",
+    "refused" (``refused``: every node, op and reason) or "fails" (``reason``); a source that
+    its frontend refuses is still described (``parameters`` None then).
     """
     options = _checked(options)
     p = Path(path)
     if dialect is None:
         dialect = options.framework is None and p.suffix.lower() == ".onnx" \
             and is_dialect_file(p)
-    if dialect:
-        from .serialize import load
-
-        model, kind = load(p), "nhwc dialect"
-    else:
+    if not dialect:
         fw = frameworks.get(options.framework) if options.framework else frameworks.detect(p)
-        model, kind = frameworks.load_source(p, fw, options), fw.name
+        described = describe_source(p, fw, options)  # the file is read (checked) first
+        return {"file": str(p), "format": fw.name, "bytes": _size(p, options), **described}
+    from .serialize import load
+
+    model = load(p)
     consts = model.graph.constants()
-    size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else (
-        p.stat().st_size)
-    if options.weights not in (None, "random"):
-        size += Path(options.weights).stat().st_size
     return {
         "file": str(p),
-        "format": kind,
-        "bytes": size,
+        "format": "nhwc dialect",
+        "bytes": _size(p, options),
         "inputs": [_describe_value(v) for v in model.graph.inputs],
         "outputs": [_describe_value(v) for v in model.graph.outputs],
         "nodes": len(model.graph),
-        "ops": model.graph.op_counts() if kind == "nhwc dialect" else _source_op_counts(model),
+        "ops": model.graph.op_counts(),
         "parameters": int(sum(int(v.const.size) for v in consts if v.const.dtype.kind == "f")),
         "metadata": dict(sorted(model.metadata.items())),
     }
+
+
+def _size(path: Path, options: ConvertOptions) -> int:
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else (
+        path.stat().st_size)
+    if options.weights not in (None, "random"):
+        size += Path(options.weights).stat().st_size
+    return size

@@ -8,6 +8,7 @@ is made: a mistake is a TypeError or ValueError naming the parameter, before any
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -98,6 +99,83 @@ def _shapes(value: Any) -> FrozenMapping:
     return FrozenMapping(shapes)
 
 
+def _renames(value: Any) -> FrozenMapping:
+    """rename: OLD -> NEW graph input/output names, every NEW distinct."""
+    if value is None:
+        return FrozenMapping()
+    if not isinstance(value, Mapping):
+        raise _type_error("rename", "a mapping OLD -> NEW such as {'input': 'img'}", value)
+    for old, new in value.items():
+        for name in (old, new):
+            if not isinstance(name, str) or not name:
+                raise TypeError("ConvertOptions(rename=...): every name must be a non-empty "
+                                f"str, got {type(name).__name__} {name!r}")
+    targets = list(value.values())
+    twice = sorted({n for n in targets if targets.count(n) > 1})
+    if twice:
+        raise UsageError(f"several names renamed to {', '.join(map(repr, twice))}",
+                         param_hint="rename")
+    return FrozenMapping(value)
+
+
+def _channel_values(value: Any, where: str, positive: bool) -> tuple[float, ...]:
+    """One number or one per channel, each finite (and > 0 for a std)."""
+    if isinstance(value, (str, bytes)) or not (isinstance(value, Iterable)
+                                               or hasattr(type(value), "__float__")):
+        raise _type_error(where, "a number or a sequence of numbers (one per channel)", value)
+    try:
+        items = list(value) if isinstance(value, Iterable) else [value]
+    except TypeError:  # a 0-d array: one number
+        items = [value]
+    numbers = []
+    for item in items:
+        if isinstance(item, (bool, str, bytes)) or not hasattr(type(item), "__float__"):
+            raise _type_error(where, "numbers", item)
+        number = float(item)
+        if not math.isfinite(number) or (positive and not number > 0):
+            raise UsageError(f"{number:g} is not {'a number > 0' if positive else 'finite'}",
+                             param_hint=where)
+        numbers.append(number)
+    if not numbers:
+        raise UsageError("no value given (one value, or one per channel)", param_hint=where)
+    return tuple(numbers)
+
+
+def _per_input(value: Any, parameter: str, positive: bool = False) -> FrozenMapping:
+    """mean / std: values for the model's one image input, or a mapping NAME -> values; the
+    key '' stands for "the image input" (there must be exactly one)."""
+    if value is None:
+        return FrozenMapping()
+    if isinstance(value, Mapping):
+        result = {}
+        for name, values in value.items():
+            if not isinstance(name, str):
+                raise TypeError(f"ConvertOptions({parameter}=...): every key must be an input "
+                                f"name (str), got {name!r}")
+            result[name] = _channel_values(values, f"{parameter}[{name!r}]" if name
+                                           else parameter, positive)
+        return FrozenMapping(result)
+    return FrozenMapping({"": _channel_values(value, parameter, positive)})
+
+
+def _reversed_inputs(value: Any) -> tuple[str, ...]:
+    """reverse_channels: True (the model's one image input, key ''), or input names."""
+    if value is None or value is False:
+        return ()
+    if value is True:
+        return ("",)
+    if isinstance(value, str):
+        return _names(value, "reverse_channels") or ()
+    if isinstance(value, bytes) or not isinstance(value, Iterable):
+        raise _type_error("reverse_channels", "True or input names", value)
+    items = tuple(dict.fromkeys(value))
+    for item in items:  # '' (the image input) may be listed, as the command line does
+        if not isinstance(item, str):
+            raise TypeError("ConvertOptions(reverse_channels=...): every name must be a str, "
+                            f"got {type(item).__name__} {item!r}")
+    return items
+
+
 def _flag(value: Any, parameter: str) -> None:
     if not isinstance(value, bool):
         raise _type_error(parameter, "True or False", value)
@@ -131,6 +209,14 @@ class ConvertOptions:
     # per source node not converted) instead of raising; the pass pipeline then lists every
     # stage's refusals in one error. ``convert`` sets it; changes no converted model.
     keep_going: bool = False
+    # Graph input/output names: OLD -> NEW (applied to the names the model gets by default).
+    rename: Mapping[str, str] = field(default_factory=FrozenMapping)
+    # Preprocessing embedded in the model (nhwc_onnx.passes.preprocess): the input then takes
+    # raw pixels x and the source sees ((x, channels reversed if asked) - mean) / std. Keyed by
+    # input name; '' is the model's one image input. Values in the source's channel order.
+    mean: Mapping[str, tuple[float, ...]] = field(default_factory=FrozenMapping)
+    std: Mapping[str, tuple[float, ...]] = field(default_factory=FrozenMapping)
+    reverse_channels: tuple[str, ...] = ()  # inputs ('' = the image input) read as BGR<->RGB
     # ONNX only: graph inputs given a constant value (name -> array); test suites feed
     # weights, shapes, scales ... as inputs. Not recorded in the report.
     constant_inputs: Mapping[str, Any] = field(default_factory=FrozenMapping, compare=False)
@@ -163,6 +249,10 @@ class ConvertOptions:
         for name in ("weights_as_constants", "allow_transpose", "strict", "exact_cut",
                      "keep_going"):
             _flag(getattr(self, name), name)
+        put("rename", _renames(self.rename))
+        put("mean", _per_input(self.mean, "mean"))
+        put("std", _per_input(self.std, "std", positive=True))
+        put("reverse_channels", _reversed_inputs(self.reverse_channels))
         if not isinstance(self.constant_inputs, Mapping):
             raise _type_error("constant_inputs", "a mapping NAME -> array",
                               self.constant_inputs)
@@ -197,4 +287,14 @@ class ConvertOptions:
             recorded["strict"] = True
         if self.keep_layout:
             recorded["keep_layout"] = list(self.keep_layout)
+        if self.rename:
+            recorded["rename"] = dict(self.rename)
+        for name in ("mean", "std"):  # as given: a list for the image input, else by name
+            values = getattr(self, name)
+            if values:
+                recorded[name] = (list(values[""]) if list(values) == [""] else
+                                  {k: list(v) for k, v in values.items()})
+        if self.reverse_channels:
+            recorded["reverse_channels"] = (True if self.reverse_channels == ("",)
+                                            else list(self.reverse_channels))
         return recorded

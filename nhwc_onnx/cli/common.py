@@ -146,6 +146,43 @@ def parse_shapes(values: tuple[str, ...]) -> dict[str, list[int]]:
     return shapes
 
 
+def parse_renames(values: tuple[str, ...]) -> dict[str, str]:
+    """--rename OLD=NEW values as OLD -> NEW."""
+    from ..errors import UsageError
+
+    renames: dict[str, str] = {}
+    for item in values:
+        old, sep, new = item.partition("=")
+        if not sep or not old or not new:
+            raise UsageError(f"'{item}': expected OLD=NEW (e.g. input=image)",
+                             param_hint="--rename")
+        if old in renames:
+            raise UsageError(f"'{old}' is renamed twice", param_hint="--rename")
+        renames[old] = new
+    return renames
+
+
+def parse_channel_values(values: tuple[str, ...], flag: str) -> dict[str, list[float]]:
+    """--mean / --std values: ``V[,V...]`` (the model's image input, key '') or
+    ``NAME=V[,V...]``."""
+    from ..errors import UsageError
+
+    parsed: dict[str, list[float]] = {}
+    for item in values:
+        name, _, numbers = item.rpartition("=")
+        try:
+            parsed_values = [float(v) for v in numbers.split(",")]
+        except ValueError:
+            raise UsageError(f"'{item}': expected V[,V...] or NAME=V[,V...] (one value, or "
+                             "one per channel, e.g. 123.68,116.78,103.94)",
+                             param_hint=flag) from None
+        if name in parsed:
+            raise UsageError(f"'{item}': {'input ' + repr(name) if name else 'the image input'}"
+                             " is given twice", param_hint=flag)
+        parsed[name] = parsed_values
+    return parsed
+
+
 def convert_options(params: dict, **more):
     """The ConvertOptions of a command's ``source_options`` (and ``more`` fields)."""
     from ..options import ConvertOptions

@@ -5,6 +5,7 @@ errors become exit codes in the group (``nhwc_onnx.cli``).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -19,6 +20,8 @@ from .common import (
     echo,
     framework_option,
     names_option,
+    parse_channel_values,
+    parse_renames,
     progress,
     source_options,
     tolerance_options,
@@ -46,6 +49,18 @@ from .common import (
               help="Refuse rounding-level rewrites too (x/c as x*(1/c), ...): bit-exact only.")
 @names_option("--keep-layout", metavar="NAME[,NAME]",
               help="Keep these graph inputs/outputs in the source's axis order (not NHWC).")
+@names_option("--rename", metavar="OLD=NEW",
+              help="Rename a graph input or output (repeatable).")
+@names_option("--mean", metavar="[NAME=]V[,V...]",
+              help="Embed x - mean in the image input (one value or one per channel, in the "
+                   "source's channel order); NAME= when the model has several.")
+@names_option("--std", metavar="[NAME=]V[,V...]",
+              help="Embed division by std in the image input (after --mean); with --strict only "
+                   "powers of two.")
+@click.option("--reverse-channels", multiple=True, is_flag=False, flag_value="",
+              metavar="[=NAME]",
+              help="Embed a reversal of the image input's channels (RGB <-> BGR), before "
+                   "--mean; =NAME when the model has several image inputs.")
 @click.option("--report", "report_path", metavar="PATH",
               help="Write the conversion report as JSON (several sources: a folder that gets "
                    "one <output name>.report.json per model).")
@@ -68,7 +83,10 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     options = convert_options(
         params, domain=params["domain"], weights_as_constants=params["weights_as_constants"],
         allow_transpose=params["allow_transpose"], strict=params["strict"],
-        keep_layout=",".join(params["keep_layout"]))
+        keep_layout=",".join(params["keep_layout"]), rename=parse_renames(params["rename"]),
+        mean=parse_channel_values(params["mean"], "--mean"),
+        std=parse_channel_values(params["std"], "--std"),
+        reverse_channels=params["reverse_channels"])
     if len(sources) > 1 or output_dir:
         if output:
             raise UsageError("use --output-dir (not -o) with several sources")
@@ -172,8 +190,6 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
     report = api_verify(source, converted, options, feeds=feeds, atol=atol, rtol=rtol,
                         bisect=bisect)
     if fmt == "json":
-        import json
-
         echo(json.dumps(report.to_dict(), indent=2))
     else:
         echo(format_verification(report))
@@ -197,17 +213,40 @@ def info(file: str, framework: str | None, weights: str | None, fmt: str) -> Non
                              weights=weights or "random")
     data = api_info(file, options, dialect=dialect)
     if fmt == "json":
-        import json
-
         echo(json.dumps(data, indent=2))
         return
-    echo(f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, "
-         f"{data['nodes']} nodes, {data['parameters']:,} parameters")
+    echo(format_info(data))
+
+
+def format_info(data: dict) -> str:
+    """``info``'s text: the summary line, inputs and outputs (an unknown dim is ``?``, a
+    symbolic one its name), ops, embedded preprocessing and how a conversion would end."""
+    parameters = data["parameters"]
+    lines = [f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, {data['nodes']} nodes, "
+             + (f"{parameters:,} parameters" if parameters is not None else "weights not read")]
     for kind in ("inputs", "outputs"):
         for v in data[kind]:
             shape = "x".join("?" if d is None else str(d) for d in v["shape"] or []) or "?"
-            echo(f"  {kind[:-1]:6} {v['name']}: {v['dtype']} {shape}")
-    echo("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
+            lines.append(f"  {kind[:-1]:6} {v['name']}: {v['dtype'] or '?'} {shape}")
+    lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
+    embedded = json.loads(data["metadata"].get("preprocessing") or "{}")
+    for name, step in sorted(embedded.items()) if isinstance(embedded, dict) else ():
+        reverse = "channels reversed, " if step.get("reverse_channels") else ""
+        lines.append(f"  preprocessing: '{name}' takes raw pixels ({reverse}mean "
+                     f"{step.get('mean')}, std {step.get('std')})")
+    conversion = data.get("conversion")
+    if conversion is not None:
+        if conversion["status"] == "converts":
+            lines.append("  conversion: converts")
+        elif conversion["status"] == "refused":
+            lines.append(f"  conversion: refused, {len(conversion['refused'])} node(s):")
+            lines += [f"    '{r['node']}' ({r['op']}): {r['reason']}"
+                      for r in conversion["refused"]]
+        else:
+            first, *rest = conversion["reason"].splitlines() or [""]
+            lines.append(f"  conversion: fails: {first}")
+            lines += [f"    {line.strip()}" for line in rest]
+    return "\n".join(lines)
 
 
 def refusal_report(source: str, exc: UnsupportedOpError) -> dict:
@@ -230,6 +269,8 @@ def format_report(report) -> str:
     for d in report.decisions:  # rounding-level rewrites are named one by one (--strict)
         if d["kind"] == "rounding":
             lines.append(f"  rounding: '{d['node']}' {d['detail']}")
+        elif d["kind"] == "preprocessing":
+            lines.append(f"  preprocessing: '{d['node']}' {d['detail']}")
     for name, perm in sorted(report.io_permutations.items()):
         lines.append(f"  layout: '{name}' permuted {perm} (feed/read it as NHWC)")
     return "\n".join(lines)

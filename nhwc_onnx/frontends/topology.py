@@ -19,12 +19,17 @@ class SourceGraph:
     """Framework-neutral topology of a source model, nodes in dependency order.
 
     Tensor ids are unique; ``display`` maps an id to the name ``--outputs`` accepts (they
-    differ only for Caffe's in-place blobs)."""
+    differ only for Caffe's in-place blobs). ``declared``: what the source file says of its
+    graph inputs and outputs, id -> (dtype or None, dims or None; a dim is an int, a symbol
+    str or None), for ``info`` on a model that does not load; ``user_names``: id -> the name
+    users know a graph input/output by, where it differs (Keras, SavedModel)."""
 
     nodes: list[SourceNode]
     inputs: list[str]
     outputs: list[str]
     display: dict[str, str] = field(default_factory=dict)
+    declared: dict[str, tuple] = field(default_factory=dict)
+    user_names: dict[str, str] = field(default_factory=dict)
 
     def name_of(self, tensor: str) -> str:
         return self.display.get(tensor, tensor)

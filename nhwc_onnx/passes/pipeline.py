@@ -1,10 +1,10 @@
 """The whole way from a frontend's core graph to a validated dialect graph.
 
 ``to_dialect(model, ctx)`` runs: the up-front scan (``scan.py``), cleanup, static shapes,
-constant folding, cleanup, NCHW->NHWC, static shapes (all known), then the dialect passes
-(BatchNorm/bias folding, padding, op selection, legalisation), then the dialect validator. A
-model the pipeline leaves invalid is a bug in nhwc-onnx and raises ConversionBugError with every
-issue.
+constant folding, cleanup, NCHW->NHWC, the embedded input preprocessing (if asked), static
+shapes (all known), then the dialect passes (BatchNorm/bias folding, padding, op selection,
+legalisation), then the dialect validator. A model the pipeline leaves invalid is a bug in
+nhwc-onnx and raises ConversionBugError with every issue.
 
 Refusals are collected, not raised as they come: those of the frontend (``model.refused``, its
 stand-ins set aside by ``isolate_unconverted``), of the scan and of every pass stage end in ONE
@@ -18,6 +18,7 @@ from ..ir import Model
 from .base import Pass, PassContext, PassManager
 from .cleanup import Cleanup
 from .fold_constants import FoldConstants
+from .preprocess import EmbedPreprocessing
 from .scan import isolate_unconverted, scan
 from .static_shapes import StaticShapes
 from .to_nhwc import ToNHWC
@@ -33,6 +34,8 @@ def core_passes() -> list[Pass]:
         # Shapes are current here: StaticShapes and FoldConstants inferred them to a fixed
         # point, and Cleanup only drops nodes (a bypassed Identity's output has its input's shape).
         ToNHWC(infer_shapes=False),
+        # on the stored inputs: the layout pass has told images apart and made them NHWC
+        EmbedPreprocessing(),
         StaticShapes(apply_overrides=False, require_static=True),
     ]
 

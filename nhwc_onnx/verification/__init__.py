@@ -113,7 +113,9 @@ def verify(
     missing = [n for n in shapes if n not in src_feeds]
     if missing:
         raise ModelLoadError(f"no value given for input(s) {', '.join(missing)}")
+    raw_feeds = {n: src_feeds[n] for n in shapes}
     ours = run(model, {n: to_converted_layout(src_feeds[n], perms.get(n)) for n in shapes})
+    src_feeds = preprocessed(model, src_feeds, perms)  # what the source sees of those inputs
     out_names = [v.name for v in model.graph.outputs]
     reference = fw.reference(source, options)
     src_out = run_source(reference, src_feeds, names, out_names)
@@ -127,11 +129,39 @@ def verify(
         report.first_divergence = first_divergence(
             fw, reference.tensor_names(),
             lambda fetches: run_source(reference, src_feeds, names, fetches),
-            model, src_feeds, perms, names, atol, rtol)
+            model, raw_feeds, perms, names, atol, rtol)
     if raise_on_failure and not report.ok:
         bad = ", ".join(c.name for c in report.outputs if not c.within)
         raise VerificationError(f"outputs differ beyond tolerance: {bad}")
     return report
+
+
+def preprocessed(model: Model, feeds: Mapping[str, np.ndarray], perms: Mapping[str, list[int]]
+                 ) -> dict[str, np.ndarray]:
+    """The source's inputs for the converted model's ``feeds`` (source layout): where the
+    model embeds preprocessing (metadata ``preprocessing``), the source sees
+    ((x, channels reversed if asked) - mean) / std, computed in float32 as a user would."""
+    raw = model.metadata.get("preprocessing")
+    if not raw:
+        return dict(feeds)
+    steps = json.loads(raw)
+    result = dict(feeds)
+    if not isinstance(steps, dict):  # files of 0.1.0 used the key for Caffe's transform_param
+        return result
+    for name, step in steps.items():
+        if name not in result:
+            continue
+        x = np.asarray(result[name], np.float32)
+        perm = perms.get(name)
+        axis = perm[-1] if perm else x.ndim - 1  # the channel axis in the source layout
+        if step.get("reverse_channels"):
+            x = np.flip(x, axis)
+        shape = [1] * x.ndim
+        shape[axis] = -1
+        mean = np.asarray(step["mean"], np.float32).reshape(shape)
+        std = np.asarray(step["std"], np.float32).reshape(shape)
+        result[name] = np.ascontiguousarray((x - mean) / std)
+    return result
 
 
 def run_source(reference, src_feeds, names, fetch_names) -> dict[str, np.ndarray]:

@@ -7,6 +7,7 @@ compared with what the frontend reads from the source before anything runs.
 """
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 
@@ -30,16 +31,25 @@ def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framewo
         raise ModelLoadError(f"{origin}, not from {article} {framework} model like '{source}'; "
                              "verify it against the model it was converted from")
     parsed = frameworks.load_source(source, framework, options).graph
-    src_inputs = {v.name: v.shape for v in parsed.inputs}
-    src_outputs = {v.name for v in parsed.outputs}
-    ours_out = {v.name for v in model.graph.outputs}
-    if set(source_layout_shapes) != set(src_inputs) or not ours_out <= src_outputs:
+    # Compared by source tensor: the converted file may name them otherwise (the names users
+    # know, --rename); its metadata 'source_names' maps them back.
+    renamed = json.loads(model.metadata.get("source_names") or "{}")
+
+    def tensor(name: str) -> str:
+        return name.removesuffix(":0")
+
+    src_inputs = {tensor(str(v.meta.get("source_name", v.name))): v.shape for v in parsed.inputs}
+    src_outputs = {tensor(str(v.meta.get("source_name", v.name))) for v in parsed.outputs}
+    ours_in = {tensor(renamed.get(n, n)): n for n in source_layout_shapes}
+    ours_out = {tensor(renamed.get(v.name, v.name)) for v in model.graph.outputs}
+    if set(ours_in) != set(src_inputs) or not ours_out <= src_outputs:
         raise ModelLoadError(
-            f"{origin} and does not fit '{source}': its inputs {sorted(source_layout_shapes)} "
+            f"{origin} and does not fit '{source}': its inputs {sorted(ours_in)} "
             f"and outputs {sorted(ours_out)}, the source's inputs {sorted(src_inputs)} and "
             f"outputs {sorted(src_outputs)}")
-    for name, shape in source_layout_shapes.items():
-        declared = src_inputs[name]
+    for source_tensor, name in ours_in.items():
+        shape = source_layout_shapes[name]
+        declared = src_inputs[source_tensor]
         if declared is None:
             continue
         # --input-shape may have replaced declared dims at conversion: then only the rank counts

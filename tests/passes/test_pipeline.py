@@ -55,9 +55,9 @@ def test_nchw_network_reaches_a_valid_dialect_model_with_the_same_numbers():
     model = _nchw_net()
     manager, ctx = to_dialect(model, PassContext(options=ConvertOptions(batch=N)))
     names = [s.name for s in manager.stats]
-    assert names[:6] == ["cleanup", "static_shapes", "fold_constants", "cleanup", "to_nhwc",
-                         "static_shapes"]
-    assert len(names) > 6 and names[-1] == "legalize"
+    assert names[:7] == ["cleanup", "static_shapes", "fold_constants", "cleanup", "to_nhwc",
+                         "preprocess", "static_shapes"]
+    assert len(names) > 7 and names[-1] == "legalize"
     assert all(n.domain == DIALECT for n in model.graph.nodes)
     assert "Transpose" not in [n.op for n in model.graph.nodes]
     assert model.io_permutations == {"data": [0, 2, 3, 1]}

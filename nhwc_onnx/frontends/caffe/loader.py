@@ -126,7 +126,10 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
     if options.weights:
         model.metadata["source_weights"] = os.fspath(options.weights)
     if b.preprocessing:
-        model.metadata["preprocessing"] = json.dumps(b.preprocessing, sort_keys=True)
+        # What the data layers did to their input, recorded only: the converted input still
+        # takes data prepared that way. (Key "preprocessing" means preprocessing embedded in
+        # the model, which then takes raw pixels: --mean / --std / --reverse-channels.)
+        model.metadata["source_transform_param"] = json.dumps(b.preprocessing, sort_keys=True)
     model.refused = refused
     return model, weights
 

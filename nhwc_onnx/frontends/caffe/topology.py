@@ -20,8 +20,13 @@ def source_graph(path: str, options: ConvertOptions) -> SourceGraph:
         version[blob] = tid
         return tid
 
-    for blob in net.input:
+    declared: dict[str, tuple] = {}
+    net_shapes = ([list(s.dim) for s in net.input_shape] or
+                  [list(net.input_dim[i:i + 4]) for i in range(0, len(net.input_dim), 4)])
+    for i, blob in enumerate(net.input):
         inputs.append(new_id(blob))
+        shape = net_shapes[min(i, len(net_shapes) - 1)] if net_shapes else None
+        declared[inputs[-1]] = ("float32", None if shape is None else tuple(shape))
     nodes = []
     for layer in inference_layers(net):
         ins = [version.get(b, b) for b in layer.bottom]
@@ -29,7 +34,11 @@ def source_graph(path: str, options: ConvertOptions) -> SourceGraph:
         outs = [new_id(t) for t in layer.top]
         if not layer.bottom and layer.type != "Silence":
             inputs += outs  # Input / data layers
+            shapes = [tuple(s.dim) for s in layer.input_param.shape]
+            for k, tid in enumerate(outs):
+                shape = shapes[min(k, len(shapes) - 1)] if shapes else None
+                declared[tid] = ("float32", shape)
         nodes.append(SourceNode(layer.name, layer.type, ins, outs))
     final = set(version.values())
     outputs = [t for n in nodes for t in n.outputs if t in final and t not in consumed]
-    return SourceGraph(nodes, inputs, outputs, display)
+    return SourceGraph(nodes, inputs, outputs, display, declared)

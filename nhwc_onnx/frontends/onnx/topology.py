@@ -15,4 +15,20 @@ def source_graph(path: str, options: ConvertOptions) -> SourceGraph:
     inputs = list(options.inputs or [i.name for i in g.input if i.name not in consts])
     nodes = [SourceNode(names[id(n)], n.op_type, [i for i in n.input if i],
                         [o for o in n.output if o]) for n in order]
-    return SourceGraph(nodes, inputs, [o.name for o in g.output])
+    declared = {info.name: _declared(info) for info in list(g.input) + list(g.output)}
+    return SourceGraph(nodes, inputs, [o.name for o in g.output], declared=declared)
+
+
+def _declared(info) -> tuple:
+    """(dtype, dims) as the file declares a graph input/output (symbols kept)."""
+    import onnx
+
+    tt = info.type.tensor_type
+    try:
+        dtype = str(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    except (KeyError, ValueError, TypeError):
+        dtype = None
+    if not tt.HasField("shape"):
+        return dtype, None
+    return dtype, tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                        for d in tt.shape.dim)

@@ -32,8 +32,13 @@ def load(path: str | os.PathLike, options: ConvertOptions | None = None) -> Mode
             raise ModelLoadError(f"{text}: a directory without saved_model.pb is not a "
                                  "SavedModel")
 
-        graph_def, buffer, label, options = load_frozen(text, options)
-        return convert_graphdef(graph_def, options, label, buffer)
+        frozen = load_frozen(text, options)
+        model = convert_graphdef(frozen.graph_def, frozen.options, frozen.label, frozen.buffer)
+        for value in model.graph.inputs + model.graph.outputs:  # named as users know them
+            user = frozen.user_names.get(str(value.meta.get("source_name")))
+            if user:
+                value.meta["user_name"] = user
+        return model
     return load_file(text, options)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import sys
+from typing import NamedTuple
 
 from ...errors import MissingDependencyError, ModelLoadError
 from ...options import ConvertOptions
@@ -82,6 +84,27 @@ def check_keras_archive(path: str) -> None:
                              "config.json, so it is not a .keras model")
 
 
+_TF_NODE_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-/]*")
+
+
+def _layer_name(tensor) -> str:
+    """The name of the Keras layer that made ``tensor`` (an Input's own name for inputs)."""
+    history = getattr(tensor, "_keras_history", None)
+    layer = getattr(history, "operation", None) or getattr(history, "layer", None)
+    return str(getattr(layer, "name", "") or getattr(tensor, "name", ""))
+
+
+def keras_io_names(model) -> tuple[list[str], list[str]]:
+    """The names a Keras model's user knows its inputs and outputs by: the Input layers'
+    names; the keys of a dict of outputs (in the order TensorFlow flattens it: sorted) or else
+    the output layers' names."""
+    inputs = [_layer_name(t) for t in model.inputs]
+    struct = getattr(model, "_outputs_struct", None)
+    if isinstance(struct, dict) and len(struct) == len(model.outputs):
+        return inputs, sorted(struct)
+    return inputs, [_layer_name(t) for t in model.outputs]
+
+
 def _keras_function(tf, path: str):
     import keras
 
@@ -89,8 +112,13 @@ def _keras_function(tf, path: str):
         model = keras.models.load_model(path, compile=False)
     except Exception as exc:  # noqa: BLE001 - corrupt archives raise zipfile/h5py/... errors
         raise ModelLoadError(f"{path}: cannot load the Keras model: {_first_line(exc)}") from None
-    specs = [tf.TensorSpec(t.shape, t.dtype, name=f"input_{i}" if len(model.inputs) > 1
-                           else "input") for i, t in enumerate(model.inputs)]
+    # The placeholders are named after the Keras inputs ("img"), where TensorFlow takes the
+    # name as it is; else input / input_<i>.
+    names, _ = keras_io_names(model)
+    specs = [tf.TensorSpec(t.shape, t.dtype, name=name if _TF_NODE_NAME.fullmatch(name)
+                           and names.count(name) == 1 else
+                           f"input_{i}" if len(model.inputs) > 1 else "input")
+             for i, (t, name) in enumerate(zip(model.inputs, names))]
     single = len(specs) == 1
 
     def call(*xs):
@@ -104,25 +132,57 @@ def _first_line(exc: Exception) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def load_frozen(path: str, options: ConvertOptions):
-    """(GraphDef, weight buffer, label, options naming the function's outputs) for a SavedModel
-    directory or a Keras file."""
+def _signature_io_names(tf, function) -> tuple[list[str], list[str]]:
+    """A SavedModel signature's input and output keys, in the order of its flat tensors
+    (TensorFlow flattens a dict in key order)."""
+    args, kwargs = function.structured_input_signature
+    inputs = [""] * len(tf.nest.flatten(args)) + sorted(kwargs)  # positional: no key
+    outputs = function.structured_outputs
+    return inputs, sorted(outputs) if isinstance(outputs, dict) else []
+
+
+class FrozenModel(NamedTuple):
+    graph_def: object
+    buffer: object  # weights lifted out of the GraphDef (wire.py)
+    label: str
+    options: ConvertOptions  # naming the function's outputs when the caller named none
+    # source tensor ("name:0") -> the name users know it by (a Keras layer, a signature key)
+    user_names: dict[str, str]
+
+
+def load_frozen(path: str, options: ConvertOptions) -> FrozenModel:
+    """A SavedModel directory or a Keras file, frozen to a GraphDef by TensorFlow."""
     if not os.path.exists(path):
         raise ModelLoadError(f"{path}: no such file or directory")
     with _quiet_native_stderr():
         tf, freeze = _tensorflow()
         if os.path.isdir(path):
             function, _owner = _saved_model_function(tf, path, options.signature)
+            input_names, output_names = _signature_io_names(tf, function)
         else:
             function, _owner = _keras_function(tf, path)
+            input_names, output_names = keras_io_names(_owner)
         try:
             frozen = freeze(function)
         except Exception as exc:  # noqa: BLE001 - freezing fails in many ways on resource ops
             raise ModelLoadError(f"{path}: cannot freeze the model: {_first_line(exc)}") \
                 from None
         data = frozen.graph.as_graph_def().SerializeToString()
+        user_names = _pair(function.inputs, input_names) | _pair(frozen.outputs, output_names)
     label = os.path.basename(os.path.normpath(path))
     graph_def, buffer = parse_graphdef_bytes(data, label)
     if not options.outputs:
         options = dataclasses.replace(options, outputs=[t.name for t in frozen.outputs])
-    return graph_def, buffer, label, options
+    else:  # --outputs may name an output as users know it ("probs", "scores")
+        tensors = {user: tensor for tensor, user in user_names.items()}
+        options = dataclasses.replace(options, outputs=[tensors.get(n, n)
+                                                        for n in options.outputs])
+    return FrozenModel(graph_def, buffer, label, options, user_names)
+
+
+def _pair(tensors, names: list[str]) -> dict[str, str]:
+    """Flat tensors -> their user names (the first ``len(names)`` tensors: a function's
+    inputs end with its captured variables)."""
+    if len(names) > len(tensors):
+        return {}
+    return {t.name: name for t, name in zip(tensors, names) if name}

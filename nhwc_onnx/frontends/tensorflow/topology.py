@@ -16,9 +16,10 @@ def source_graph(path: str, options: ConvertOptions) -> SourceGraph:
     if os.path.isdir(path) or path.lower().endswith(KERAS_SUFFIXES):
         from .savedmodel import load_frozen
 
-        graph_def, buffer, _label, options = load_frozen(path, options)
+        graph_def, buffer, _label, options, user_names = load_frozen(path, options)
     else:
         graph_def, buffer = read_graphdef(path)
+        user_names = {}
     prepared = prepare(graph_def, options.inputs, options.outputs, buffer)
     used: dict[str, set[int]] = {}
     for node in prepared.order:
@@ -35,4 +36,11 @@ def source_graph(path: str, options: ConvertOptions) -> SourceGraph:
             ins = []  # an input placeholder (possibly an internal node named with --inputs)
         nodes.append(SourceNode(node.name, node.op, ins, outs))
     display = {t: t[:-2] for n in nodes for t in n.outputs if t.endswith(":0")}
-    return SourceGraph(nodes, sorted(inputs), [ref_name(r) for r in prepared.outputs], display)
+    declared = {}
+    for node in prepared.order:
+        if ref_name((node.name, 0)) in inputs:
+            _found, shape = node.attrs.shape("shape")
+            dtype = node.attrs.dtype("dtype")
+            declared[ref_name((node.name, 0))] = (None if dtype is None else str(dtype), shape)
+    return SourceGraph(nodes, sorted(inputs), [ref_name(r) for r in prepared.outputs], display,
+                       declared, user_names)

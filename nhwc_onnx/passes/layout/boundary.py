@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ...errors import UsageError
 from ...ir import NCHW, NHWC, Model, Node, Value
+from ...ir.io_names import public_names
 from ..base import PassContext
 from .images import is_spatial, reads_nchw_image
 from .perm import Perm, channels_first_perm, channels_last, identity, is_identity, same_bytes
@@ -23,24 +24,19 @@ def _perm_of(node: Node) -> list[int] | None:
     return None if perm is None else [int(a) for a in perm]
 
 
-def _public_names(v: Value) -> set[str]:
-    return {v.name, str(v.meta.get("source_name", v.name))} | (
-        {v.meta["source_name"].split(":")[0]} if ":" in str(v.meta.get("source_name", "")) else set())
-
-
 def keep_layout_names(model: Model, ctx: PassContext) -> set[str]:
-    """Graph input/output names (ours or the source's) listed in option ``keep_layout``.
+    """Graph input/output names (any of ``public_names``) listed in option ``keep_layout``.
 
     A name that is no graph input or output is a usage error, raised before any work."""
     wanted = list(ctx.options.keep_layout)
     io = model.graph.inputs + model.graph.outputs
-    known = set().union(*(_public_names(v) for v in io)) if io else set()
+    known = set().union(*(public_names(v) for v in io)) if io else set()
     unknown = [n for n in wanted if n not in known]
     if unknown:
         raise UsageError(f"--keep-layout names {', '.join(repr(n) for n in unknown)}, which "
                          f"is not a graph input or output (they are: "
                          f"{', '.join(sorted(v.name for v in io))})")
-    return {v.name for v in io if _public_names(v) & set(wanted)}
+    return {v.name for v in io if public_names(v) & set(wanted)}
 
 
 def seed_inputs(state: LayoutWalk, model: Model, keep: set[str]) -> list[Value]:

@@ -199,7 +199,8 @@ def test_data_layer_transform_param_is_recorded(tmp_path):
     path = tmp_path / "train_val.prototxt"
     path.write_text(text)
     model = load(path, ConvertOptions(weights="random", input_shapes={"data": [2, 3, 7, 7]}))
-    (pre,) = json.loads(model.metadata["preprocessing"])
+    (pre,) = json.loads(model.metadata["source_transform_param"])
+    assert "preprocessing" not in model.metadata  # that key means embedded preprocessing
     assert pre["scale"] == pytest.approx(0.017) and pre["mirror"] is True
     assert pre["mean_value"] == [104, 117, 123] and pre["crop_size"] == 7
     assert [v.name for v in model.graph.inputs] == ["data"]

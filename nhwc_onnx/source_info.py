@@ -1,0 +1,107 @@
+"""``info`` on a source model: what it holds, and whether and how it converts.
+
+The source is read by its frontend and, when that works, taken through the conversion
+pipeline (nothing is written, no exact cut is searched) to learn what would be refused. A
+model that its frontend cannot even turn into a graph - an op without a converter, an input
+whose shape the conversion would need - is still described, from the topology the exact cut
+reads and the shapes the file declares (symbols kept: ``batch``, or ``None`` for no value).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import frameworks
+from .errors import (
+    InvalidAttributeError,
+    InvalidModelError,
+    NhwcOnnxError,
+    UnsupportedOpError,
+)
+from .ir import Model
+from .ir.io_names import name_graph_io
+from .options import ConvertOptions
+
+# What a frontend raises for a model it reads but would not convert (unreadable files raise
+# ModelLoadError, a missing runtime MissingDependencyError: those stay errors of ``info``).
+_REFUSED_AT_LOAD = (UnsupportedOpError, InvalidModelError, InvalidAttributeError)
+
+
+def describe_value(v) -> dict[str, Any]:
+    return {"name": v.name, "shape": list(v.shape) if v.shape is not None else None,
+            "dtype": v.dtype}
+
+
+def source_op_counts(model: Model) -> dict[str, int]:
+    if model.source_op_counts:
+        return dict(sorted(model.source_op_counts.items()))
+    counts: dict[str, int] = {}
+    for node in model.graph.nodes:
+        op = node.doc or node.op
+        counts[op] = counts.get(op, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def describe_source(path: str | os.PathLike, fw: frameworks.Framework,
+                    options: ConvertOptions) -> dict[str, Any]:
+    """inputs, outputs, nodes, ops, parameters, metadata and ``conversion``: ``{"status": "converts" |
+    "refused" | "fails", "refused": [{"node", "op", "reason"}], "reason"}``."""
+    try:
+        model = frameworks.load_source(path, fw, options)
+    except _REFUSED_AT_LOAD as exc:
+        return _from_topology(path, fw, options, exc)
+    name_graph_io(model, options.rename)
+    consts = model.graph.constants()
+    data = {
+        "inputs": [describe_value(v) for v in model.graph.inputs],
+        "outputs": [describe_value(v) for v in model.graph.outputs],
+        "nodes": len(model.graph),
+        "ops": source_op_counts(model),
+        "parameters": int(sum(int(v.const.size) for v in consts if v.const.dtype.kind == "f")),
+        "metadata": dict(sorted(model.metadata.items())),
+    }
+    from .passes import PassContext
+    from .passes.pipeline import to_dialect
+
+    try:
+        to_dialect(model, PassContext(options=options))
+    except NhwcOnnxError as exc:
+        data["conversion"] = _conversion(exc)
+    else:
+        data["conversion"] = {"status": "converts", "refused": [], "reason": None}
+    return data
+
+
+def _conversion(exc: NhwcOnnxError) -> dict[str, Any]:
+    if isinstance(exc, UnsupportedOpError):
+        return {"status": "refused", "reason": str(exc).splitlines()[0],
+                "refused": [{"node": p.node, "op": p.op, "reason": p.reason}
+                            for p in exc.problems]}
+    return {"status": "fails", "refused": [], "reason": str(exc)}
+
+
+def _from_topology(path, fw: frameworks.Framework, options: ConvertOptions,
+                   exc: NhwcOnnxError) -> dict[str, Any]:
+    """The description of a source its frontend refused to turn into a graph."""
+    try:
+        graph = fw.source_graph(path, options)
+    except NhwcOnnxError:
+        raise exc from None  # not even its topology reads: the refusal is the answer
+    ops: dict[str, int] = {}
+    for node in graph.nodes:
+        ops[node.op] = ops.get(node.op, 0) + 1
+
+    def tensor(t: str) -> dict[str, Any]:
+        dtype, shape = graph.declared.get(t, (None, None))
+        return {"name": graph.user_names.get(t) or graph.name_of(t),
+                "shape": None if shape is None else list(shape), "dtype": dtype}
+
+    return {
+        "inputs": [tensor(t) for t in graph.inputs],
+        "outputs": [tensor(t) for t in graph.outputs],
+        "nodes": len(graph.nodes),
+        "ops": dict(sorted(ops.items())),
+        "parameters": None,  # the weights are not read for a graph that does not load
+        "metadata": {},
+        "conversion": _conversion(exc),
+    }
