@@ -178,7 +178,9 @@ def _attach_exact_cut(exc: UnsupportedOpError, src: Path, options: ConvertOption
     from .cut import ExactCut, suggest
 
     def try_convert(cut_options: ConvertOptions) -> None:
-        convert(src, options=cut_options.replace(exact_cut=False))
+        # without --rename: an output it names may not be one of the cut's (names change no
+        # number, so the cut converts or not the same)
+        convert(src, options=cut_options.replace(exact_cut=False, rename={}))
 
     try:
         cut = suggest(str(src), options.framework, options, exc, try_convert)

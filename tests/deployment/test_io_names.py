@@ -194,3 +194,10 @@ def test_collisions_get_a_deterministic_suffix():
     assert out.meta["source_name"] == "x_1" and inputs[1].meta["source_name"] == "x_in"
     with pytest.raises(UsageError, match="'nope' is not a graph input or output"):
         name_graph_io(model, {"nope": "y"})
+
+
+def test_a_refusal_still_suggests_its_exact_cut_when_an_output_is_renamed(tmp_path):
+    source = onnx_conv_net(tmp_path / "m.onnx", unsupported="Erf")
+    result = run_cli("convert", source, "-o", tmp_path / "c.onnx", "--rename", "output=y")
+    assert result.exit_code == 1
+    assert "--outputs relu_out" in result.stderr  # not 'converting the cut fails (--rename ...)'
