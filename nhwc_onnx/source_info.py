@@ -1,10 +1,11 @@
 """``info`` on a source model: what it holds, and whether and how it converts.
 
-The source is read by its frontend and, when that works, taken through the conversion
-pipeline (nothing is written, no exact cut is searched) to learn what would be refused. A
-model that its frontend cannot even turn into a graph - an op without a converter, an input
-whose shape the conversion would need - is still described, from the topology the exact cut
-reads and the shapes the file declares (symbols kept: ``batch``, or ``None`` for no value).
+The source is read by its frontend (past refused nodes, as ``convert`` reads it) and taken
+through the conversion pipeline (nothing is written, no exact cut is searched): its one error
+lists what every stage would refuse. A model that its frontend cannot even turn into a graph -
+an input whose shape the conversion would need, a broken attribute - is still described, from
+the topology the exact cut reads and the shapes the file declares (symbols kept: ``batch``,
+or ``None`` for no value).
 """
 from __future__ import annotations
 
@@ -46,15 +47,15 @@ def describe_source(path: str | os.PathLike, fw: frameworks.Framework,
                     options: ConvertOptions) -> dict[str, Any]:
     """inputs, outputs, nodes, ops, parameters, metadata and ``conversion``: ``{"status": "converts" |
     "refused" | "fails", "refused": [{"node", "op", "reason"}], "reason"}``."""
-    try:
-        model = frameworks.load_source(path, fw, options)
+    try:  # past refused nodes: the conversion below lists the refusals of every stage
+        model = frameworks.load_source(path, fw, options.replace(keep_going=True))
     except _REFUSED_AT_LOAD as exc:
         return _from_topology(path, fw, options, exc)
     name_graph_io(model, options.rename)
     consts = model.graph.constants()
     data = {
         "inputs": [describe_value(v) for v in model.graph.inputs],
-        "outputs": [describe_value(v) for v in model.graph.outputs],
+        "outputs": _outputs(path, fw, options, model),
         "nodes": len(model.graph),
         "ops": source_op_counts(model),
         "parameters": int(sum(int(v.const.size) for v in consts if v.const.dtype.kind == "f")),
@@ -70,6 +71,27 @@ def describe_source(path: str | os.PathLike, fw: frameworks.Framework,
     else:
         data["conversion"] = {"status": "converts", "refused": [], "reason": None}
     return data
+
+
+def _outputs(path, fw: frameworks.Framework, options: ConvertOptions,
+             model: Model) -> list[dict[str, Any]]:
+    """The graph outputs; with refused nodes, the source's own list (a frontend leaves out
+    an output only a refused node computes), each with what is known of it."""
+    ours = [describe_value(v) for v in model.graph.outputs]
+    if not model.refused:
+        return ours
+    try:
+        graph = fw.source_graph(path, options)
+    except NhwcOnnxError:
+        return ours
+    known = {d["name"]: d for d in ours}
+    listed = []
+    for t in graph.outputs:
+        name = graph.user_names.get(t) or graph.name_of(t)
+        dtype, shape = graph.declared.get(t, (None, None))
+        listed.append(known.pop(name, None) or {
+            "name": name, "shape": None if shape is None else list(shape), "dtype": dtype})
+    return listed + list(known.values())
 
 
 def _conversion(exc: NhwcOnnxError) -> dict[str, Any]:
