@@ -5,20 +5,22 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import __version__, frameworks
-from .errors import InvalidModelError, UnsupportedOpError, ValidationIssue
+from .errors import InvalidModelError, UnsupportedOpError, UsageError, ValidationIssue
 from .ir import Model
 from .ir.io_names import name_graph_io
-from .options import ConvertOptions
+from .options import ConvertOptions, path_argument
 from .outputs import plan_targets
 from .source_info import describe_source
 from .source_info import describe_value as _describe_value
 from .source_info import source_op_counts as _source_op_counts
+
+DEFAULT_SIGNATURE = ConvertOptions().signature
 
 
 @dataclass
@@ -76,6 +78,7 @@ def convert(
     *,
     progress: Callable[[str], None] | None = None,
     before_write: Callable[[Model, ConversionReport], bool] | None = None,
+    follow_symlinks: bool = True,
 ) -> ConversionResult:
     """Convert ``source`` to the dialect with ``options``; write ``output`` (atomically) when
     given.
@@ -86,17 +89,22 @@ def convert(
     ``progress(stage)`` is called as each stage starts: load, passes, cut, write, done.
     ``before_write(model, report)`` is asked once the model is complete; when it returns False
     nothing is written and ``.output`` is None (``--verify``: a model that does not compute the
-    source's numbers is not written).
+    source's numbers is not written). A symlink at ``output`` is written through to its target;
+    with ``follow_symlinks=False`` (an output name derived by a batch) the link is replaced.
     """
     stage = progress or (lambda _name: None)
     from .passes import PassContext
     from .passes.pipeline import to_dialect
 
     options = _checked(options)
-    src = Path(source)
-    fw = frameworks.get(options.framework) if options.framework else frameworks.detect(src)
+    src = Path(path_argument(source, "source", "the path of a source model"))
     if output is not None:
-        plan_targets([("output", Path(output))], source_files(src, options))
+        output = path_argument(output, "output", "the path of the .onnx file to write")
+    fw = frameworks.get(options.framework) if options.framework else frameworks.detect(src)
+    check_options_apply(fw, src, options)
+    if output is not None:
+        plan_targets([("output", Path(output))], source_files(src, options),
+                     follow_symlinks=follow_symlinks)
     report = ConversionReport(source=str(src), framework=fw.name,
                               output=str(output) if output else None)
     report.options = options.to_report()
@@ -156,13 +164,23 @@ def convert(
 
         stage("write")
         save(model, output, domain=options.domain,
-             weights_as_constants=options.weights_as_constants)
+             weights_as_constants=options.weights_as_constants, follow_symlinks=follow_symlinks)
         report.timings["write"] = time.perf_counter() - t2
     else:
         report.output = None
     report.timings["total"] = time.perf_counter() - t0
     stage("done")
     return ConversionResult(model, report, str(output) if write else None)
+
+
+def check_options_apply(fw: frameworks.Framework, source: Path, options: ConvertOptions
+                        ) -> None:
+    """A UsageError for an option the source would not read (--weights of an ONNX model,
+    --signature of a .pb): silently ignoring it would hide the user's mistake."""
+    unread = frameworks.unread_options(fw, source, weights=options.weights is not None,
+                                       signature=options.signature != DEFAULT_SIGNATURE)
+    if unread:
+        raise UsageError(f"{source}: " + "; ".join(unread))
 
 
 def _checked(options: ConvertOptions | None) -> ConvertOptions:
@@ -191,28 +209,57 @@ def _attach_exact_cut(exc: UnsupportedOpError, src: Path, options: ConvertOption
     exc.args = (f"{exc}\n{cut.line()}",)
 
 
-def write_report(path: str | os.PathLike, report: ConversionReport, verification=None) -> None:
+def write_report(path: str | os.PathLike, report: ConversionReport, verification=None, *,
+                 follow_symlinks: bool = True) -> None:
     """The conversion report (and the verification, if any) as JSON, written atomically."""
     from .outputs import write_json
 
     data = report.to_dict()
     if verification is not None:
         data["verification"] = verification.to_dict()
-    write_json(path, data, role="report")
+    write_json(path, data, role="report", follow_symlinks=follow_symlinks)
+
+
+def refusal_report(source: str | os.PathLike, exc: UnsupportedOpError) -> dict[str, Any]:
+    """The report of a refused conversion: every refused node and the exact cut (if any)."""
+    cut = getattr(exc, "exact_cut", None)
+    return {"source": os.fspath(source), "status": "refused", "framework": exc.framework,
+            "refused": [{"node": p.node, "op": p.op, "reason": p.reason} for p in exc.problems],
+            "exact_cut": cut.to_dict() if cut is not None else None}
+
+
+def write_refusal_report(path: str | os.PathLike, source: str | os.PathLike,
+                         exc: UnsupportedOpError, *, follow_symlinks: bool = True) -> None:
+    """``refusal_report`` as JSON, written atomically (single conversions and batches)."""
+    from .outputs import write_json
+
+    write_json(path, refusal_report(source, exc), role="report", follow_symlinks=follow_symlinks)
 
 
 def check(paths: str | os.PathLike | Sequence[str | os.PathLike]
           ) -> dict[str, list[ValidationIssue]]:
     """Validate dialect model files (one path or several): path -> issues (empty: valid).
 
-    Unreadable files raise ModelLoadError.
+    Like ``nhwc-onnx check``, a folder means every ``*.onnx`` below it and a quoted glob
+    (``'models/**/*.onnx'``) what it matches (``check_report.expand_model_paths``); each file
+    is checked once. Unreadable files, and a folder or glob that holds no model, raise
+    ModelLoadError.
     """
+    from .check_report import expand_model_paths
+    from .errors import ModelLoadError
     from .schemas import validate
     from .serialize import load
 
     if isinstance(paths, (str, os.PathLike)):  # one path, not a sequence of its characters
         paths = [paths]
-    return {str(p): validate(load(p)) for p in paths}
+    elif isinstance(paths, bytes) or not isinstance(paths, Iterable):
+        raise TypeError(f"paths: expected a path or a list of paths, got "
+                        f"{type(paths).__name__}")
+    names = [path_argument(p, "paths", "model paths") for p in paths]
+    files, unmatched = expand_model_paths(names)
+    if unmatched:
+        raise ModelLoadError(f"{', '.join(unmatched)}: no .onnx model there")
+    return {f: validate(load(f)) for f in files}
 
 
 def verify(source: str | os.PathLike, converted: str | os.PathLike | Model,
@@ -223,7 +270,16 @@ def verify(source: str | os.PathLike, converted: str | os.PathLike | Model,
     ``seed``, default ``options.seed``); a VerificationReport (see nhwc_onnx.verification)."""
     from .verification import verify as _verify
 
-    return _verify(source, converted, _checked(options), feeds=feeds, seed=seed, atol=atol,
+    source = path_argument(source, "source", "the path of the source model")
+    if not isinstance(converted, Model):
+        converted = path_argument(converted, "converted", "a dialect model's path or a Model")
+    if feeds is not None and not isinstance(feeds, Mapping):
+        raise TypeError(f"feeds: expected a mapping input name -> array, got "
+                        f"{type(feeds).__name__}")
+    options = _checked(options)
+    fw = frameworks.get(options.framework) if options.framework else frameworks.detect(source)
+    check_options_apply(fw, Path(source), options)
+    return _verify(source, converted, options, feeds=feeds, seed=seed, atol=atol,
                    rtol=rtol, bisect=bisect, raise_on_failure=raise_on_failure)
 
 
@@ -270,7 +326,7 @@ def info(path: str | os.PathLike, options: ConvertOptions | None = None, *,
     its frontend refuses is still described (``parameters`` None then).
     """
     options = _checked(options)
-    p = Path(path)
+    p = Path(path_argument(path, "path", "the path of a model"))
     if dialect is None:
         dialect = options.framework is None and p.suffix.lower() == ".onnx" \
             and is_dialect_file(p)

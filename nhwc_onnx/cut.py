@@ -4,9 +4,10 @@ converts exactly, as a list of output tensors the user can pass to ``--outputs``
 The refused nodes come from the public error (``UnsupportedOpError.problems``). Every node that
 depends on a refused node is left out; the cut's outputs are the frontier: tensors computed
 from graph inputs by the remaining nodes and read by a left-out node, plus the original outputs
-that do not depend on a refused node. A cut is suggested only after converting it succeeded;
+that do not depend on a refused node. A cut is checked by converting it (once, ``MAX_CHECKS``):
 a refusal found by that conversion (e.g. by a dialect pass) joins the refused set and the cut
-is computed again.
+is computed again, then suggested as *unchecked*. So a refusal costs at most the refused
+conversion plus one conversion of a smaller graph, however many stages refuse side branches.
 """
 from __future__ import annotations
 
@@ -20,9 +21,13 @@ from .frontends.topology import SourceGraph, SourceNode
 from .options import ConvertOptions
 
 __all__ = ["ExactCut", "SourceGraph", "SourceNode", "compute_cut", "inputs_needed", "locate",
-           "source_graph", "suggest"]
+           "search", "source_graph", "suggest"]
 
-MAX_ROUNDS = 6  # conversions tried before giving up on a cut
+# Conversions of a cut after the refused one. One check keeps a refusal within about twice a
+# conversion's time (each further stage that refused a side branch cost one more conversion,
+# 5x on a 20,000-node graph); a frontend that collects every stage's refusals in its first
+# run makes the first cut right, and the check confirms it.
+MAX_CHECKS = 1
 
 
 @dataclass
@@ -34,8 +39,9 @@ class ExactCut:
     converted: int
     total: int
     refused: list[str]
-    reason: str = ""
+    reason: str = ""  # why there is no cut, or why ``outputs`` is not checked
     dropped_shapes: list[str] = field(default_factory=list)  # --input-shape of unread inputs
+    checked: bool = True  # converting ``outputs`` succeeded (False: not tried, see ``reason``)
 
     @property
     def fraction(self) -> float:
@@ -46,6 +52,9 @@ class ExactCut:
             return f"no useful exact cut: {self.reason}"
         dropped = (f" (and no --input-shape for {', '.join(self.dropped_shapes)}: the cut does "
                    "not read it)") if self.dropped_shapes else ""
+        if not self.checked:
+            return (f"to try the part that may be exact ({self.converted} of {self.total} "
+                    f"source nodes; {self.reason}){dropped}: --outputs {','.join(self.outputs)}")
         return (f"to convert the part that is exact ({self.converted} of {self.total} source "
                 f"nodes){dropped}: --outputs {','.join(self.outputs)}")
 
@@ -53,7 +62,7 @@ class ExactCut:
         return {"outputs": list(self.outputs), "converted_nodes": self.converted,
                 "source_nodes": self.total, "fraction": round(self.fraction, 4),
                 "refused_nodes": list(self.refused), "reason": self.reason,
-                "dropped_input_shapes": list(self.dropped_shapes)}
+                "dropped_input_shapes": list(self.dropped_shapes), "checked": self.checked}
 
 
 # -- the cut on a topology ----------------------------------------------------------------------
@@ -151,15 +160,25 @@ def source_graph(path: str, framework: str | frameworks.Framework,
 
 def suggest(source: str, framework: str | frameworks.Framework, options: ConvertOptions,
             error: UnsupportedOpError, try_convert) -> ExactCut:
-    """The checked exact cut for a refused conversion. ``try_convert(options)`` converts the
-    source with other options and raises like ``convert`` (it must not suggest cuts itself)."""
+    """The exact cut for a refused conversion. ``try_convert(options)`` converts the source
+    with other options and raises like ``convert`` (it must not suggest cuts itself); it is
+    called at most ``MAX_CHECKS`` times."""
     try:
         graph = source_graph(os.fspath(source), framework, options)
     except (NhwcOnnxError, OSError, ValueError) as exc:
         return ExactCut([], 0, 0, [p.node for p in error.problems],
                         f"the source graph could not be read again ({exc})")
-    refused, blocked, unknown = locate(graph, [p.node for p in error.problems])
-    for attempt in range(MAX_ROUNDS):
+    return search(graph, options, [p.node for p in error.problems], try_convert)
+
+
+def search(graph: SourceGraph, options: ConvertOptions, problem_nodes: list[str], try_convert,
+           checks: int = MAX_CHECKS) -> ExactCut:
+    """The cut of ``graph`` without the nodes (or tensors) named by ``problem_nodes``, checked
+    by up to ``checks`` calls of ``try_convert``; a cut still refused then is recomputed with
+    the new refusals and returned with ``checked=False`` and the reason."""
+    refused, blocked, unknown = locate(graph, problem_nodes)
+    found_by_check: list[str] = []  # refusals the checking conversion added
+    for attempt in range(checks + 1):
         if attempt:
             gc.collect()  # the refused attempt's graph (reference cycles) goes before the next
         if unknown:
@@ -177,6 +196,11 @@ def suggest(source: str, framework: str | frameworks.Framework, options: Convert
         unread = sorted(n for n in options.input_shapes
                         if n not in needed and n.split(":")[0] not in needed)
         cut.dropped_shapes = unread
+        if attempt == checks:
+            cut.checked = False
+            cut.reason = (f"unchecked: converting the first cut refused {_names(found_by_check)}"
+                          f" too; a cut is converted once at most")
+            return cut
         shapes = {k: v for k, v in options.input_shapes.items() if k not in unread}
         try:
             try_convert(options.replace(outputs=cut.outputs, input_shapes=shapes))
@@ -185,6 +209,7 @@ def suggest(source: str, framework: str | frameworks.Framework, options: Convert
             if more <= refused and more_blocked <= blocked and not unknown:
                 cut.outputs, cut.reason = [], f"converting the cut is refused too ({again})"
                 return cut
+            found_by_check += sorted((more - refused) | (more_blocked - blocked))
             refused |= more
             blocked |= more_blocked
             continue
@@ -193,4 +218,10 @@ def suggest(source: str, framework: str | frameworks.Framework, options: Convert
             cut.outputs, cut.reason = [], f"converting the cut fails ({first})"
             return cut
         return cut
-    return ExactCut([], 0, 0, sorted(refused), f"no convertible cut after {MAX_ROUNDS} tries")
+    raise AssertionError("unreachable: the last attempt returns")
+
+
+def _names(names: list[str], shown: int = 3) -> str:
+    """'root', or 'a', 'b', 'c' and 4 more"""
+    quoted = ", ".join(f"'{n}'" for n in names[:shown])
+    return quoted + (f" and {len(names) - shown} more" if len(names) > shown else "")

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .errors import SchemaValidationError, UsageError
 from .ir import Model
+from .options import path_argument
 
 
 def load_valid(model: str | os.PathLike | Model) -> Model:
@@ -39,38 +40,68 @@ def load_valid(model: str | os.PathLike | Model) -> Model:
 
 @dataclass
 class RunResult:
-    """The arrays a run was fed (graph input name -> array, random ones included) and what it
-    computed (output or intermediate tensor name -> array)."""
+    """The arrays a run was fed (graph input name -> array, random ones included), what it
+    computed (output or intermediate tensor name -> array) and, when ``run`` saved them, the
+    .npy file of each (name -> path)."""
 
     feeds: dict[str, np.ndarray]
     outputs: dict[str, np.ndarray]
+    paths: dict[str, Path] = field(default_factory=dict)
+    read: tuple[Path, ...] = ()  # the files the run read: never overwritten by ``save``
 
     def save(self, folder: str | os.PathLike) -> dict[str, Path]:
         """Each output as <folder>/<name>.npy (see ``save_arrays``); name -> path."""
-        return save_arrays(self.outputs, folder)
+        self.paths = save_arrays(self.outputs, folder, inputs=self.read)
+        return self.paths
 
 
 def run(model: str | os.PathLike | Model,
         feeds: Mapping[str, np.ndarray | str | os.PathLike] | None = None, *,
         random_inputs: bool = False, seed: int = 0,
-        intermediate: Sequence[str] = ()) -> RunResult:
+        intermediate: Sequence[str] = (),
+        output_dir: str | os.PathLike | None = None) -> RunResult:
     """Run a dialect model (a file or a ``Model``) with onnxruntime.
 
     ``feeds``: graph input name -> array, or the path of a .npy file holding it; each must have
     the input's element type (never cast) and shape. With ``random_inputs`` every input not
     fed gets seeded standard-normal values (``seed``). ``intermediate`` names internal tensors
-    to return as well.
+    to return as well. With ``output_dir`` every returned tensor is saved there
+    (``save_arrays``); its paths are checked before the model runs.
     """
     from . import runtime
 
+    _check_model(model)
+    if feeds is not None and not isinstance(feeds, Mapping):
+        raise TypeError(f"feeds: expected a mapping input name -> array or .npy path, got "
+                        f"{type(feeds).__name__}")
+    if not isinstance(random_inputs, bool):
+        raise TypeError(f"random_inputs: expected True or False, got {random_inputs!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed: expected an int, got {type(seed).__name__} {seed!r}")
+    intermediate = [intermediate] if isinstance(intermediate, str) else list(intermediate)
+    read = () if isinstance(model, Model) else (Path(model),)
     model = load_valid(model)
     given = build_feeds(model, feeds or {}, random_inputs=random_inputs, seed=seed)
+    read += tuple(Path(f) for f in (feeds or {}).values() if isinstance(f, (str, os.PathLike)))
     known = {v.name for v in model.graph.values()}
     missing = [t for t in intermediate if t not in known]
     if missing:
         raise UsageError(f"no tensor named {', '.join(map(repr, missing))} in the model",
                          param_hint="intermediate")
-    return RunResult(given, runtime.run(model, given, extra_outputs=tuple(intermediate)))
+    paths = {}
+    if output_dir is not None:  # checked before running, as convert checks before converting
+        names = [v.name for v in model.graph.outputs] + intermediate
+        paths = plan_arrays(names, output_dir, inputs=read)
+    result = RunResult(given, runtime.run(model, given, extra_outputs=tuple(intermediate)),
+                       read=read)
+    if output_dir is not None:
+        result.paths = write_arrays(result.outputs, paths)
+    return result
+
+
+def _check_model(model) -> None:
+    if not isinstance(model, Model):
+        path_argument(model, "model", "the path of a dialect model or a Model")
 
 
 def build_feeds(model: Model, feeds: Mapping[str, np.ndarray | str | os.PathLike], *,
@@ -118,23 +149,50 @@ def _check_feed(value, array: np.ndarray, source: str) -> None:
             f"{tuple(array.shape)}", param_hint="feeds")
 
 
-def save_arrays(arrays: Mapping[str, np.ndarray], folder: str | os.PathLike) -> dict[str, Path]:
+def save_arrays(arrays: Mapping[str, np.ndarray], folder: str | os.PathLike, *,
+                inputs: Sequence[str | os.PathLike] = ()) -> dict[str, Path]:
     """Save each array as <folder>/<tensor name with unsafe characters replaced>.npy (made
-    unique); the folder is created. Returns name -> path."""
+    unique); the folder is created. Returns name -> path.
+
+    The same rules as convert's outputs (``nhwc_onnx.outputs``), all checked before the first
+    write: each path must be absent or a regular file and none of ``inputs`` (the model, its
+    .npy feeds); a symlink there is replaced, never written through (the names are derived);
+    each file is written to a temp file and renamed (OutputPathError on a full disk or a
+    folder we may not write in, and no temp file left)."""
+    return write_arrays(arrays, plan_arrays(list(arrays), folder, inputs=inputs))
+
+
+def plan_arrays(names: Sequence[str], folder: str | os.PathLike, *,
+                inputs: Sequence[str | os.PathLike] = ()) -> dict[str, Path]:
+    """Tensor name -> <folder>/<safe name>.npy, every path checked (see ``save_arrays``)."""
+    from .outputs import plan_targets
+
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = {}
+    paths: dict[str, Path] = {}
     used: set[str] = set()
-    for name, array in arrays.items():
+    for name in names:
         stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".") or "output"
         candidate, i = stem, 1
         while candidate in used:
             candidate, i = f"{stem}_{i}", i + 1
         used.add(candidate)
-        path = folder / f"{candidate}.npy"
-        np.save(path, array)
-        paths[name] = path
+        paths[name] = folder / f"{candidate}.npy"
+    plan_targets([("output", p) for p in paths.values()], [Path(p) for p in inputs],
+                 follow_symlinks=False)
     return paths
+
+
+def write_arrays(arrays: Mapping[str, np.ndarray], paths: Mapping[str, Path]
+                 ) -> dict[str, Path]:
+    """Write each array to its planned path (``plan_arrays``), atomically."""
+    from .outputs import atomic_write
+
+    for name, array in arrays.items():
+        def write(handle, array=array) -> None:
+            np.save(handle, np.asarray(array), allow_pickle=False)
+
+        atomic_write(paths[name], write, "output", follow_symlinks=False)
+    return {name: paths[name] for name in arrays}
 
 
 @dataclass
@@ -158,7 +216,8 @@ def lower(model: str | os.PathLike | Model, output: str | os.PathLike) -> LowerR
     from .outputs import plan_targets
     from .runtime.lower import save_lowered
 
-    out = Path(output)
+    _check_model(model)
+    out = Path(path_argument(output, "output", "the path of the .onnx file to write"))
     sources = [] if isinstance(model, Model) else [Path(model)]
     plan_targets([("output", out)], sources)  # same checks as convert's -o, before any work
     label = "the model" if isinstance(model, Model) else os.fspath(model)

@@ -26,11 +26,11 @@ class Framework:
     """One row: a source framework and where its frontend lives."""
 
     __slots__ = ("folder_files", "folder_kind", "label", "name", "other_files", "package",
-                 "source_layout", "suffixes")
+                 "source_layout", "suffixes", "weights_file")
 
     def __init__(self, name: str, label: str, package: str, suffixes: tuple[str, ...], *,
                  source_layout: str, folder_files: tuple[str, ...] = (), folder_kind: str = "",
-                 other_files: dict[str, str] | None = None):
+                 other_files: dict[str, str] | None = None, weights_file: str = ""):
         self.name = name  # what --framework takes
         self.label = label  # how prose and the docs call it
         self.package = package  # nhwc_onnx.frontends.<package>
@@ -39,6 +39,7 @@ class Framework:
         self.folder_files = folder_files  # a folder holding one of these is a model
         self.folder_kind = folder_kind  # what such a folder is called
         self.other_files = other_files or {}  # suffix -> why such a file is not the source
+        self.weights_file = weights_file  # what --weights names, when the weights are apart
 
     def __repr__(self) -> str:
         return f"Framework({self.name!r})"
@@ -87,6 +88,7 @@ FRAMEWORKS = (
               source_layout="NHWC", folder_files=("saved_model.pb", "saved_model.pbtxt"),
               folder_kind="TensorFlow SavedModel"),
     Framework("caffe", "Caffe", "caffe", (".prototxt",), source_layout="NCHW",
+              weights_file="the net's .caffemodel",
               other_files={".caffemodel": "a .caffemodel holds a Caffe net's weights; convert "
                                           "the net's deploy .prototxt with --weights {path}"}),
     Framework("onnx", "ONNX", "onnx", (".onnx",), source_layout="NCHW"),
@@ -130,6 +132,20 @@ def detect(path: str | os.PathLike) -> Framework:
             raise ModelLoadError(f"{p}: {hint.format(path=p)}")
     raise ModelLoadError(f"{p}: cannot tell the framework from the extension '{p.suffix}'; "
                          f"pass --framework {'|'.join(_BY_NAME)}")
+
+
+def unread_options(fw: Framework, path: str | os.PathLike, *, weights: bool,
+                   signature: bool) -> list[str]:
+    """The options given (``weights``, a ``signature`` other than the default) that a source
+    of ``fw`` at ``path`` would not read, each with why: a mistake to report, not to ignore."""
+    unread = []
+    if weights and not fw.weights_file:
+        unread.append(f"--weights: {fw.a_model} model holds its own weights (--weights takes "
+                      "a Caffe net's .caffemodel, or 'random')")
+    if signature and not (fw.folder_files and Path(path).is_dir()):
+        kinds = " or ".join(f.folder_kind for f in FRAMEWORKS if f.folder_kind)
+        unread.append(f"--signature: only a {kinds} folder has signatures")
+    return unread
 
 
 def load_source(path: str | os.PathLike, framework: str | Framework, options):

@@ -176,6 +176,15 @@ def _reversed_inputs(value: Any) -> tuple[str, ...]:
     return items
 
 
+def path_argument(value: Any, parameter: str, what: str = "a path") -> str:
+    """A path parameter of the public API (str or os.PathLike) as a str; a TypeError naming
+    ``parameter`` otherwise, before the value reaches os or numpy."""
+    if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{parameter}: expected {what} (str or os.PathLike), got "
+                        f"{type(value).__name__} {value!r:.60}")
+    return os.fspath(value)
+
+
 def _flag(value: Any, parameter: str) -> None:
     if not isinstance(value, bool):
         raise _type_error(parameter, "True or False", value)

@@ -25,7 +25,7 @@ from ..errors import (
     UsageError,
 )
 from ..spelling import closest_name
-from .common import Settings, echo
+from .common import Settings, echo, printable
 from .process import (
     GC_YOUNG_ALLOCATIONS,
     IMPORTED_BEFORE_DISPATCH,
@@ -182,8 +182,15 @@ def configure_logging(quiet: bool, verbose: int, debug: bool) -> None:
     level = logging.DEBUG if debug or verbose >= 2 else logging.INFO if verbose == 1 else (
         logging.ERROR if quiet else logging.WARNING
     )
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    class PrintableFormatter(logging.Formatter):
+        """Log lines quote names from the model: escaped like every printed line."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            return printable(super().format(record))
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     logging.getLogger("nhwc_onnx").setLevel(level)
 
 
@@ -234,12 +241,16 @@ def command_line() -> int | str | None:
     signals.install()
     try:
         _import_before_dispatch(sys.argv[1:])
-        return run_command(sys.argv[1:])
+        code = run_command(sys.argv[1:])
+        signals.raise_if_stopped()  # a signal whose exception a finalizer swallowed
+        return code
     except signals.StoppedBySignal as exc:
         echo(f"Error: {exc} (temp files removed)", err=True)
         return exc.exit_code
     except SystemExit as exc:  # a broken pipe while click printed
         return exc.code
+    finally:
+        signals.ignore()  # the command is over: a late signal changes nothing, prints nothing
 
 
 assert EXIT_USAGE == click.UsageError.exit_code  # click reports a mistake with the same code

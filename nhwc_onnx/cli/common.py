@@ -3,6 +3,7 @@ decorators of the commands that read a source model."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import click
@@ -20,13 +21,31 @@ class Settings:
         self.debug = debug
 
 
+# C0 controls but newline and tab, DEL, C1 controls, and lone surrogates (undecodable bytes of
+# a file name): the characters that would drive the terminal or fail to encode.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character escaped as ``\\xNN`` (``\\udcNN`` for a lone
+    surrogate): node and tensor names, messages and paths come from files, and a name holding
+    ``ESC [2J`` must not clear the user's screen. Newlines and tabs stay."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def echo(message: str = "", err: bool = False) -> None:
-    """Print one line and flush it, so stdout and stderr keep their order when both go to one
-    pipe; nothing when the stream is closed (started with that descriptor closed)."""
+    """Print one line (control characters escaped: ``printable``) and flush it, so stdout and
+    stderr keep their order when both go to one pipe; nothing when the stream is closed
+    (started with that descriptor closed). Every line the commands print goes through here."""
     stream = sys.stderr if err else sys.stdout
     if stream is None:
         return
-    stream.write(f"{message}\n")
+    stream.write(f"{printable(message)}\n")
     stream.flush()
 
 

@@ -64,6 +64,9 @@ from .common import (
 @click.option("--report", "report_path", metavar="PATH",
               help="Write the conversion report as JSON (several sources: a folder that gets "
                    "one <output name>.report.json per model).")
+@click.option("--no-cut", is_flag=True,
+              help="On a refusal, only list the refused nodes: no exact cut (which costs up to "
+                   "one more conversion of the convertible part).")
 @click.option("--verify", "do_verify", is_flag=True,
               help="Run source and result on the same inputs and compare.")
 @click.option("--bisect", is_flag=True, help="With --verify: name the first diverging node.")
@@ -73,8 +76,8 @@ from .common import (
                    "of usable CPUs.")
 @click.pass_obj
 def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
-            output_dir: str | None, report_path: str | None, do_verify: bool, bisect: bool,
-            atol: float, rtol: float, jobs: int, **params) -> None:
+            output_dir: str | None, report_path: str | None, no_cut: bool, do_verify: bool,
+            bisect: bool, atol: float, rtol: float, jobs: int, **params) -> None:
     """Convert TensorFlow, Caffe or ONNX models to the NHWC dialect.
 
     Nothing is written when a model cannot be converted exactly. Exit codes: 0 ok,
@@ -86,7 +89,10 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         keep_layout=",".join(params["keep_layout"]), rename=parse_renames(params["rename"]),
         mean=parse_channel_values(params["mean"], "--mean"),
         std=parse_channel_values(params["std"], "--std"),
-        reverse_channels=params["reverse_channels"])
+        reverse_channels=params["reverse_channels"], exact_cut=not no_cut)
+    if output and output_dir:
+        raise UsageError("-o names the output file of one source, --output-dir the folder of a "
+                         "batch: give one of them")
     if len(sources) > 1 or output_dir:
         if output:
             raise UsageError("use --output-dir (not -o) with several sources")
@@ -111,9 +117,9 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         result = api_convert(source, output, options, progress=stages, before_write=check)
     except UnsupportedOpError as exc:
         if report_path:  # the refusal and the exact cut, for machines
-            from ..outputs import write_json
+            from ..api import write_refusal_report
 
-            write_json(Path(report_path), refusal_report(source, exc), role="report")
+            write_refusal_report(Path(report_path), source, exc)
         raise
     report = result.report
     for w in report.warnings:
@@ -151,9 +157,13 @@ def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int
             sources, out_dir, options, jobs=jobs, report_dir=report_dir,
             verification=Verification(atol, rtol) if do_verify else None,
             finished=lambda o: bar.finished(o.source, o.status, o.seconds,
-                                            o.message if o.status != "ok" else ""))
+                                            o.message.split("\n", 1)[0]
+                                            if o.status != "ok" else ""))
     finally:
         bar.close()
+    for o in outcomes:
+        for w in o.warnings:
+            echo(f"Warning: {o.source}: {w}", err=True)
     if not quiet or any(o.status != "ok" for o in outcomes):
         echo(format_table(outcomes))
     return exit_code(outcomes)
@@ -249,15 +259,9 @@ def format_info(data: dict) -> str:
     return "\n".join(lines)
 
 
-def refusal_report(source: str, exc: UnsupportedOpError) -> dict:
-    cut = getattr(exc, "exact_cut", None)
-    return {"source": str(source), "status": "refused", "framework": exc.framework,
-            "refused": [{"node": p.node, "op": p.op, "reason": p.reason} for p in exc.problems],
-            "exact_cut": cut.to_dict() if cut is not None else None}
-
-
 def format_report(report) -> str:
-    lines = [(f"{report.source} -> {report.output} ({report.framework}, "
+    written = report.output or "nothing written"  # a verification failed
+    lines = [(f"{report.source} -> {written} ({report.framework}, "
               f"{report.timings.get('total', 0.0):.2f} s)")]
     lines.append("  source ops: " + ", ".join(f"{k} x{v}" for k, v in report.source_ops.items()))
     lines.append("  dialect ops: " + ", ".join(f"{k} x{v}" for k, v in report.target_ops.items()))

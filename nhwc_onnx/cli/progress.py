@@ -8,6 +8,8 @@ import sys
 import time
 from typing import TextIO
 
+from .common import printable
+
 
 def wanted(quiet: bool = False, stream: TextIO | None = None) -> bool:
     stream = stream or sys.stderr
@@ -32,7 +34,7 @@ class StageReporter:
             return
         elapsed = time.perf_counter() - self.start
         text = "done" if stage == "done" else f"{STAGE_TEXT.get(stage, stage)} ..."
-        self.stream.write(f"[{elapsed:7.2f} s] {self.label}: {text}\n")
+        self.stream.write(printable(f"[{elapsed:7.2f} s] {self.label}: {text}") + "\n")
         self.stream.flush()
 
 
@@ -60,7 +62,7 @@ class BatchBar:
             return
         detail = f"  {message}" if message else ""
         self._clear()
-        self.stream.write(f"{status:<8} {source} ({seconds:.2f} s){detail}\n")
+        self.stream.write(printable(f"{status:<8} {source} ({seconds:.2f} s){detail}") + "\n")
         self._draw()
 
     def close(self) -> None:

@@ -33,10 +33,10 @@ def run(settings: Settings, model_path: str, feeds: tuple[str, ...], random_inpu
         if not sep or not name or not file:
             raise UsageError(f"expected NAME=FILE.npy, got {item!r}", param_hint="--input")
         files[name] = file
-    result = run_model(model_path, files, random_inputs=random_inputs, seed=seed,
-                       intermediate=intermediate)
     out_dir = Path(output_dir) if output_dir else Path(f"{Path(model_path).stem}_outputs")
-    paths = result.save(out_dir)
+    result = run_model(model_path, files, random_inputs=random_inputs, seed=seed,
+                       intermediate=intermediate, output_dir=out_dir)
+    paths = result.paths
     if settings.verbosity >= 0:
         for name, array in result.feeds.items():
             echo(f"input  {summary_line(name, array)}")

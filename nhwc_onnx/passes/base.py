@@ -63,7 +63,9 @@ class PassContext:
         self.decisions.append(Decision(kind, node, detail, data))
 
     def warn(self, message: str) -> None:
-        log.warning(message)
+        """A warning for the user: it goes into the report, whose ``warnings`` the command line
+        prints once (``Warning: ...``); the log has it only at debug level."""
+        log.debug("warning: %s", message)
         self.warnings.append(message)
 
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import math
 
-from ..errors import InvalidAttributeError, InvalidModelError, NodeProblem, UnsupportedOpError
+from ..errors import (
+    InvalidAttributeError,
+    InvalidModelError,
+    NodeProblem,
+    UnsupportedOpError,
+    UsageError,
+)
 from ..ir import CORE, Graph, Model, Value
 from ..ir.input_shapes import input_shape
 from ..schemas.base import CORE_OPS, DIALECT_OPS, InferContext, RuleError
@@ -42,14 +48,14 @@ def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
                  or by_name.get(raw_name.split(":")[0]))
         if value is None:
             known = ", ".join(sorted(by_name)) or "none"
-            raise InvalidAttributeError(
+            raise UsageError(
                 f"--input-shape names '{raw_name}', which is not a graph input (inputs: {known})"
             )
         dims = [int(d) for d in dims]
         if any(d <= 0 for d in dims):
             raise InvalidAttributeError(f"--input-shape {raw_name}: dimensions must be positive")
         if value.shape is not None and len(value.shape) != len(dims):
-            raise InvalidAttributeError(
+            raise UsageError(
                 f"--input-shape {raw_name} gives {len(dims)} dimensions but the input has rank "
                 f"{len(value.shape)} {_fmt(value.shape)}"
             )

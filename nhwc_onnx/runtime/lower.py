@@ -210,6 +210,10 @@ def lower_for_export(model: Model, weights: WeightTensor = inline_tensor,
     still knows how each graph input/output relates to the source model's layout. Weights
     too large for one file are refused first (``refuse_oversized``).
     """
+    if not isinstance(model, Model):
+        raise TypeError(f"model: expected a loaded Model, got {type(model).__name__}; for a "
+                        "file use nhwc_onnx.lower(path, output), or load it with "
+                        "nhwc_onnx.serialize.load(path)")
     refuse_oversized(model, label)
     proto = lower_model(model, weights=weights)
     proto.producer_name = "nhwc-onnx"

@@ -13,7 +13,7 @@ from .. import __version__
 from ..errors import OutputPathError
 from ..ir import CORE, DIALECT, Graph, Model, Value
 from ..onnxfile import AttributeProto, GraphProto, ModelProto, TensorProto, ValueInfoProto
-from ..outputs import file_mode, open_temp, temp_files, write_target
+from ..outputs import file_mode, open_temp, publish, temp_files, write_target
 from ..schemas import infer_shapes
 from .attributes import attribute_type, fill_attribute
 from .keys import KEY_CONVERTER_VERSION, KEY_IO_PERMUTATIONS, encode_io_permutations
@@ -203,14 +203,18 @@ def save(
     domain: str = DIALECT,
     weights_as_constants: bool = False,
     external_threshold: int = EXTERNAL_DATA_THRESHOLD,
+    *,
+    follow_symlinks: bool = True,
 ) -> Path:
     """Write ``model`` to ``path`` atomically; returns the path.
 
     When the weights exceed ``external_threshold`` bytes they go to ``<name>.data`` next to the
     model (ONNX external data, relative location). Nothing is left behind on failure and an
-    existing file at ``path`` stays untouched.
+    existing file at ``path`` stays untouched. A symlink at ``path`` is written through to its
+    target unless ``follow_symlinks`` is False (a name the caller derived: the link is
+    replaced); one at the derived ``<name>.data`` is always replaced.
     """
-    path = write_target(path, "output")  # a symlink is written through to its target
+    path = write_target(path, "output", follow_symlinks=follow_symlinks)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -226,7 +230,7 @@ def save(
         proto = None
         early = weight_bytes > WRITEBACK_BYTES
         if use_external:
-            write_target(_data_path(path), "external-data file")
+            write_target(_data_path(path), "external-data file", follow_symlinks=False)
             data_tmp, sink = _external_sink(path, temps, early)
             proto = build_proto(model, domain=domain, external=sink)
             with data_tmp:
@@ -244,11 +248,14 @@ def save(
             model_tmp.flush()
             os.fsync(model_tmp.fileno())
         mode = file_mode(path)
-        if data_tmp is not None:
+        if data_tmp is not None:  # the pair is published together: no check between them
             os.chmod(data_tmp.name, mode)
-            os.replace(data_tmp.name, _data_path(path))
-        os.chmod(model_tmp.name, mode)
-        os.replace(model_tmp.name, path)
+            publish(data_tmp.name, _data_path(path))
+            os.chmod(model_tmp.name, mode)
+            os.replace(model_tmp.name, path)
+        else:
+            os.chmod(model_tmp.name, mode)
+            publish(model_tmp.name, path)
     return path
 
 
@@ -350,7 +357,7 @@ def save_streamed(build: Callable[[Callable], ModelProto], path: str | os.PathLi
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(handle.name, file_mode(path))
-        os.replace(handle.name, path)
+        publish(handle.name, path)
     return path
 
 
@@ -365,5 +372,5 @@ def save_bytes(data: bytes, path: str | os.PathLike) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(handle.name, file_mode(path))
-        os.replace(handle.name, path)
+        publish(handle.name, path)
     return path

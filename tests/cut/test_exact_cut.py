@@ -262,11 +262,13 @@ def test_refusal_by_a_dialect_pass_gets_a_checked_cut(tmp_path):
                           expected)
 
 
-def test_the_cut_is_converted_before_it_is_suggested(tmp_path):
+def test_a_cut_refused_by_its_check_moves_up_and_is_marked_unchecked(tmp_path):
     """The conversion refuses only Sin; the first cut (q, the squeezed map) would then be
     refused as a graph output (stored H, W, C, its source order C, H, W needs a layout
     Transpose), which no conversion of the whole model can see: converting the cut finds
-    that, and the suggestion moves up to r."""
+    that, and the suggestion moves up to r. A cut is converted once at most (a refusal costs
+    at most about two conversions), so r is suggested as unchecked, naming what the check
+    found."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
         helper.make_node("Squeeze", ["r", "axes"], ["q"], name="q"),
@@ -280,10 +282,19 @@ def test_the_cut_is_converted_before_it_is_suggested(tmp_path):
     proto.ir_version = 8
     source = tmp_path / "model.onnx"
     onnx.save(proto, str(source))
-    result = _convert(source, "-o", tmp_path / "m.onnx")
-    assert "cannot convert 1 onnx node(s)" in result.stderr  # the first refusal: Sin only
-    assert "node 'q'" not in result.stderr
-    assert _suggested(result) == ["r"]
+    result = _convert(source, "-o", tmp_path / "m.onnx", "--report", tmp_path / "r.json")
+    assert result.exit_code == 1
+    *error, last = result.stderr.strip().splitlines()
+    assert "cannot convert 1 onnx node(s)" in error[0]  # the first refusal: Sin only
+    assert not any("node 'q'" in line for line in error)
+    assert last == ("to try the part that may be exact (1 of 3 source nodes; unchecked: "
+                    "converting the first cut refused 'q' too; a cut is converted once at "
+                    "most): --outputs r"), result.stderr
+    cut = json.loads((tmp_path / "r.json").read_text())["exact_cut"]
+    assert cut["outputs"] == ["r"] and cut["checked"] is False
+    assert cut["reason"].startswith("unchecked: ") and cut["refused_nodes"] == ["q", "sin"]
+    followed = _convert(source, "-o", tmp_path / "cut.onnx", "--outputs", "r")
+    assert followed.exit_code == 0, followed.stderr
 
 
 def test_the_cut_is_checked_with_the_same_keep_layout(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nhwc_onnx.errors import InvalidAttributeError, InvalidModelError
+from nhwc_onnx.errors import InvalidModelError, UsageError
 from nhwc_onnx.ir import Graph, Model, Value
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext
@@ -73,10 +73,11 @@ def test_unknown_input_dims_name_the_input_and_the_options():
 
 
 def test_bad_overrides_are_rejected():
-    with pytest.raises(InvalidAttributeError, match="not a graph input"):
+    # command-line mistakes: UsageError, exit 2
+    with pytest.raises(UsageError, match="not a graph input"):
         StaticShapes()(_model(),
                        PassContext(options=ConvertOptions(input_shapes={"y": [1, 3, 4, 4]})))
-    with pytest.raises(InvalidAttributeError, match="rank 4"):
+    with pytest.raises(UsageError, match="rank 4"):
         StaticShapes()(_model(),
                        PassContext(options=ConvertOptions(input_shapes={"x:0": [1, 3, 4]})))
 

@@ -145,7 +145,11 @@ _CUT_ATTEMPTS = textwrap.dedent("""
         alive.append(sum(isinstance(o, Graph) for o in gc.get_objects()))
         api.convert(source, options=options.replace(exact_cut=False))
 
-    found = cut.suggest(source, "onnx", ConvertOptions(), error, try_convert)
+    # Two checks (the command line allows one, cut.MAX_CHECKS): the garbage of a refused check
+    # must be gone before the next conversion whenever a search makes one.
+    graph = cut.source_graph(source, "onnx", ConvertOptions())
+    found = cut.search(graph, ConvertOptions(), [p.node for p in error.problems], try_convert,
+                       checks=2)
     print(json.dumps({"outputs": found.outputs, "graphs_alive_at_each_attempt": alive}))
 """)
 
@@ -157,7 +161,7 @@ def test_the_exact_cut_search_frees_each_refused_attempt(tmp_path):
 
     # Sin is refused by the frontend; the first cut (q, a squeezed map that as a graph output
     # would need a layout Transpose) by its checking conversion; the second (r) converts: two
-    # attempts.
+    # attempts (the search is given two checks; the command line's is one).
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["r"], name="relu"),
          helper.make_node("Squeeze", ["r", "axes"], ["q"], name="q"),

@@ -7,7 +7,13 @@ import os
 
 import numpy as np
 
-from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem, UnsupportedOpError
+from ...errors import (
+    InvalidAttributeError,
+    InvalidModelError,
+    NodeProblem,
+    UnsupportedOpError,
+    UsageError,
+)
 from ...ir import Graph, Model
 from ...options import ConvertOptions
 from ..base import Converter, convert_nodes, keeps_going, leave_stand_in, sort_problems
@@ -68,8 +74,8 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
         blobs = set(net.input).union(*(layer.top for layer in layers))
         unknown = [n for n in options.outputs if n not in blobs]
         if unknown:  # else no layer would be kept, and the net would seem to have no inputs
-            raise InvalidModelError(
-                f"requested output(s) {', '.join(unknown)} are not blobs of this net")
+            raise UsageError(f"--outputs names {', '.join(map(repr, unknown))}, which is not a "
+                             "blob of this net")
         layers = _layers_for(layers, options.outputs)
     problems = check_layers(layers) + REGISTRY.unsupported((la.name, la.type) for la in layers)
     # A refused net is still converted, to list every layer that cannot be, but with zero
@@ -114,7 +120,7 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
         raise InvalidModelError(f"{path} declares no inputs (no input, Input or data layer)")
     unknown = [n for n in options.inputs or [] if n not in {v.name for v in graph.inputs}]
     if unknown:
-        raise InvalidModelError(
+        raise UsageError(
             f"requested input(s) {', '.join(unknown)} are not inputs of this net (its inputs: "
             f"{', '.join(v.name for v in graph.inputs)}); a Caffe net's inputs are fixed")
     graph.outputs = _outputs(b, options, unset if refused else None)
@@ -156,7 +162,7 @@ def _outputs(b: CaffeBuilder, options: ConvertOptions, unset: set[str] | None = 
             if unset is not None and name in unset:
                 continue
             if name not in b.blobs:
-                raise InvalidModelError(f"requested output(s) {name} are not blobs of this net")
+                raise UsageError(f"--outputs names '{name}', which is not a blob of this net")
             outs.append(b.blobs[name])
         return outs
     # Caffe's net outputs: the final version of every blob no layer reads.

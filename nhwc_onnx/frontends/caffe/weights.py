@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import InvalidModelError
+from ...errors import InvalidModelError, UsageError
 from . import caffe_pb2 as pb
 from .wire import StoredLayer, read_caffemodel
 
@@ -84,7 +84,7 @@ class WeightSource:
             stored = [_blob_from_proto(b) for b in layer.blobs]
             where = "the prototxt"
         elif not self.origin:
-            raise InvalidModelError(
+            raise UsageError(
                 f"layer '{layer.name}' ({layer.type}) needs weights: pass a .caffemodel with "
                 "--weights, or --weights random to check convertibility")
         else:

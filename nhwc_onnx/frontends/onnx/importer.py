@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem
+from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem, UsageError
 from ...ir import CORE, NCHW, Graph, Model, Value
 from ...ir.input_shapes import find_override, input_shape
 from ...options import ConvertOptions
@@ -120,7 +120,8 @@ class OnnxImporter:
         self.tensor_names = known
         missing = sorted(wanted - known)
         if missing:
-            raise InvalidModelError(f"requested output(s) {missing} are not tensors of the model")
+            raise UsageError(f"--outputs names {', '.join(map(repr, missing))}, which is not a "
+                             "tensor of the model")
         stop = set(self.options.inputs or [])
         needed: set[str] = set(wanted)
         keep: list[onnx.NodeProto] = []
@@ -162,7 +163,7 @@ class OnnxImporter:
             proto = by_name.get(name)
             dtype, shape = _type_of(proto) if proto is not None else ("float32", None)
             if proto is None and name not in self.tensor_names:
-                raise InvalidModelError(f"requested input '{name}' is not a tensor of the model")
+                raise UsageError(f"--inputs names '{name}', which is not a tensor of the model")
             if proto is None and name not in self.options.input_shapes:
                 raise InvalidModelError(f"input '{name}' is not a graph input; give its shape")
             shape = self._resolve_shape(name, shape)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...errors import InvalidModelError, NodeProblem, UnsupportedOpError
+from ...errors import InvalidModelError, NodeProblem, UnsupportedOpError, UsageError
 from ..base import check_node_count
 from .functions import Inliner
 from .patterns import fuse_atrous
@@ -295,11 +295,16 @@ def prepare(graph_def, inputs: Sequence[str] | None, outputs: Sequence[str] | No
     nodes = build_nodes(graph_def, buffer, stops)
     by_name = {n.name: n for n in nodes}
     out_refs = [tensor_ref(t) for t in outputs] if outputs else default_outputs(nodes)
+    unknown = [ref_name(r) for r in out_refs if outputs and r[0] not in by_name]
+    if unknown:
+        raise UsageError(f"--outputs names {', '.join(map(repr, unknown))}, which is not a "
+                         "tensor of the graph")
     if not out_refs:
         raise InvalidModelError("the graph has no output: it computes nothing")
     for ref in in_refs:
         if ref[0] not in by_name:
-            raise InvalidModelError(f"input tensor '{ref_name(ref)}' is not in the graph")
+            raise UsageError(f"--inputs names '{ref_name(ref)}', which is not a tensor of the "
+                             "graph")
     order = prune(by_name, out_refs, stops)
     alias, dead, dead_nodes = resolve_dead_branches(order, by_name, stops)
     if alias:

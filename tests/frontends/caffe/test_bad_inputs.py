@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nhwc_onnx.errors import InvalidModelError, ModelLoadError, NhwcOnnxError
+from nhwc_onnx.errors import InvalidModelError, ModelLoadError, NhwcOnnxError, UsageError
 from nhwc_onnx.frontends.caffe import load
 from nhwc_onnx.frontends.caffe.writer import write_caffemodel
 from nhwc_onnx.options import ConvertOptions
@@ -151,7 +151,7 @@ def test_prototxt_that_is_not_one(tmp_path, content):
 
 def test_weights_required_without_caffemodel(files):
     proto, _ = files
-    with pytest.raises(InvalidModelError, match="--weights random"):
+    with pytest.raises(UsageError, match="--weights random"):  # a command-line mistake: exit 2
         load(proto, ConvertOptions())
 
 
@@ -190,9 +190,9 @@ def test_bottom_without_producer(tmp_path):
 def test_unknown_requested_input_or_output(tmp_path):
     proto = tmp_path / "n.prototxt"
     proto.write_text(TEXT)
-    with pytest.raises(InvalidModelError, match="not inputs"):
+    with pytest.raises(UsageError, match="not inputs"):  # command-line mistakes: exit 2
         load(proto, ConvertOptions(weights="random", inputs=["nope"]))
-    with pytest.raises(InvalidModelError, match="^requested output.s. nope are not blobs"):
+    with pytest.raises(UsageError, match="^--outputs names 'nope', which is not a blob"):
         load(proto, ConvertOptions(weights="random", outputs=["nope"]))
     model = load(proto, ConvertOptions(weights="random", outputs=["conv1"]))
     assert [v.name for v in model.graph.outputs] == ["conv1"]
@@ -203,8 +203,8 @@ def test_unknown_requested_input_or_output(tmp_path):
     proto.write_text(input_layer + TEXT.split("\n", 2)[2])
     assert [v.name for v in load(proto, ConvertOptions(weights="random")).graph.inputs] == [
         "data"]
-    with pytest.raises(InvalidModelError,
-                       match="^requested output.s. nope, nix are not blobs of this net$"):
+    with pytest.raises(UsageError,
+                       match="^--outputs names 'nope', 'nix', which is not a blob of this net$"):
         load(proto, ConvertOptions(weights="random", outputs=["conv1", "nope", "nix"]))
 
 

@@ -91,7 +91,7 @@ def test_outputs_option_cuts_the_graph_and_skips_unneeded_nodes():
 
 
 def test_inputs_option_names_tensors_of_the_model_only():
-    from nhwc_onnx.errors import InvalidModelError
+    from nhwc_onnx.errors import InvalidModelError, UsageError
     from nhwc_onnx.passes.reference import run_core
 
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["s"])]
@@ -105,8 +105,8 @@ def test_inputs_option_names_tensors_of_the_model_only():
                                rtol=1e-5, atol=1e-6)
     with pytest.raises(InvalidModelError, match="^input 'r' is not a graph input; give its shape"):
         convert(model, inputs=["r"])
-    # a name that is no tensor at all is named as such, shape or not
+    # a name that is no tensor at all is named as such, shape or not: a usage error (exit 2)
     for shapes in ({}, {"nosuch": X}):
-        with pytest.raises(InvalidModelError,
-                           match="^requested input 'nosuch' is not a tensor of the model$"):
+        with pytest.raises(UsageError,
+                           match="^--inputs names 'nosuch', which is not a tensor of the model$"):
             convert(model, inputs=["nosuch"], input_shapes=shapes)

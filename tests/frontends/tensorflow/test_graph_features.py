@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nhwc_onnx.errors import InvalidModelError, ModelLoadError
+from nhwc_onnx.errors import InvalidModelError, ModelLoadError, UsageError
 from nhwc_onnx.frontends.tensorflow import load
 from nhwc_onnx.frontends.tensorflow.proto import tf_graph_pb2 as pb
 from nhwc_onnx.options import ConvertOptions
@@ -93,7 +93,7 @@ def test_inputs_and_outputs_by_tensor_name(tmp_path):
     assert [v.name for v in model.graph.outputs] == ["result"]
     h = rand(2, 3)
     close(run_core(model, {"hidden": h})["result"], np.tanh(h))
-    with pytest.raises(InvalidModelError, match="nothere"):
+    with pytest.raises(UsageError, match="^--outputs names 'nothere:0'"):  # exit 2
         load_bytes(tmp_path, data, outputs=["nothere:0"])
 
 
