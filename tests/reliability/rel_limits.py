@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,17 @@ REPO = HERE.parents[1]
 
 
 def limit_memory() -> None:
-    """preexec_fn of the children: cap the address space."""
+    """preexec_fn of the children: cap the address space (and signals as a terminal has them)."""
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    default_signals()
+
+
+def default_signals() -> None:
+    """preexec_fn: SIGINT, SIGHUP and SIGTERM with their default action, as a user's terminal
+    starts a command; a suite started in the background (``nohup``, ``&``) would otherwise
+    pass them on ignored and the child would never see the signal a test sends."""
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def child_env(**extra: str | None) -> dict[str, str]:

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from rel_limits import child_env
+from rel_limits import child_env, default_signals
 
 WIDTH = 2048  # a 2048 x 2048 float32 Gemm: 16 MB per model, a conversion of a few tenths of a s
 SOURCES = ("a", "b", "c")
@@ -67,7 +67,7 @@ def _start(sources: list[Path], out_dir: Path) -> subprocess.Popen:
         [sys.executable, "-m", "nhwc_onnx.cli", "-q", "convert", *map(str, sources),
          "--output-dir", str(out_dir), "--jobs", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
-        start_new_session=True)
+        start_new_session=True, preexec_fn=default_signals)  # noqa: PLW1509
 
 
 def _wait_for(condition, child: subprocess.Popen) -> None:
