@@ -36,6 +36,9 @@ class ConversionReport:
     target_ops: dict[str, int] = field(default_factory=dict)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     io_permutations: dict[str, list[int]] = field(default_factory=dict)
+    # A symbolic batch: {"dim_param", "inputs", "outputs"} (the names that carry it); None
+    # when every batch is fixed.
+    batch: dict[str, Any] | None = None
     inputs: list[dict[str, Any]] = field(default_factory=list)
     outputs: list[dict[str, Any]] = field(default_factory=list)
     passes: list[dict[str, Any]] = field(default_factory=list)
@@ -93,6 +96,7 @@ def convert(
     with ``follow_symlinks=False`` (an output name derived by a batch) the link is replaced.
     """
     stage = progress or (lambda _name: None)
+    from . import symbolic_batch
     from .passes import PassContext
     from .passes.pipeline import to_dialect
 
@@ -109,26 +113,41 @@ def convert(
                               output=str(output) if output else None)
     report.options = options.to_report()
     t0 = time.perf_counter()
+    symbols: dict[str, str] = {}
     try:
         stage("load")
         # The frontend keeps going past refused nodes so the passes judge the rest: one
-        # error then lists the refusals of every stage.
-        model = frameworks.load_source(src, fw, options.replace(keep_going=True))
+        # error then lists the refusals of every stage. An open batch takes the probe size.
+        model = frameworks.load_source(
+            src, fw, symbolic_batch.probing(options.replace(keep_going=True)))
         name_graph_io(model, options.rename)
         t1 = time.perf_counter()
         report.timings["load"] = t1 - t0
         report.source_ops = _source_op_counts(model)
         source_names = {v.name: v.meta.get("source_name", v.name)
                         for v in model.graph.inputs + model.graph.outputs}
+        symbols = symbolic_batch.probed_inputs(model)
         stage("passes")
-        manager, ctx = to_dialect(model, PassContext(options=options))
+        try:
+            # A symbolic batch's warnings are logged once it is named (symbolic_batch.finish)
+            manager, ctx = to_dialect(model, PassContext(options=options,
+                                                         log_warnings=not symbols))
+        except (InvalidModelError, UnsupportedOpError) as exc:
+            if not symbols:
+                raise
+            raise symbolic_batch.explain_failure(exc, symbols, src, fw, options,
+                                                 try_fixed=options.exact_cut) from None
+        if symbols:  # a symbolic batch: the second probe conversion, then one model
+            t_probe = time.perf_counter()
+            report.batch = symbolic_batch.finish(model, ctx, src, fw, options, symbols)
+            report.timings["symbolic_batch"] = time.perf_counter() - t_probe
     except UnsupportedOpError as exc:
         if is_dialect_file(src):  # checked only here: free when it converts
             raise InvalidModelError(
                 f"{src}: already an nhwc dialect model (written by nhwc-onnx), so there is "
                 "nothing to convert; check, info and run read it as it is, and lower writes "
                 "it as standard ONNX") from None
-        if options.exact_cut:
+        if options.exact_cut and not _about_the_batch(exc):
             stage("cut")
             _attach_exact_cut(exc, src, options.replace(framework=fw.name))
         raise
@@ -148,6 +167,8 @@ def convert(
         "source_file": src.name,
         "options": json.dumps(report.options, sort_keys=True),
     })
+    if report.batch is not None:
+        model.metadata["batch"] = json.dumps(report.batch, sort_keys=True)
     kept = {v.name for v in model.graph.inputs + model.graph.outputs}
     renamed = {k: v for k, v in source_names.items() if k in kept and k != v}
     if renamed:
@@ -181,6 +202,12 @@ def check_options_apply(fw: frameworks.Framework, source: Path, options: Convert
                                        signature=options.signature != DEFAULT_SIGNATURE)
     if unread:
         raise UsageError(f"{source}: " + "; ".join(unread))
+
+
+def _about_the_batch(exc: UnsupportedOpError) -> bool:
+    """A refusal for mixing a symbolic batch with other axes: its remedy is --batch N, not a
+    cut of the graph."""
+    return bool(exc.problems) and all(p.rule == "batch" for p in exc.problems)
 
 
 def _checked(options: ConvertOptions | None) -> ConvertOptions:

@@ -57,15 +57,16 @@ class RunResult:
 
 def run(model: str | os.PathLike | Model,
         feeds: Mapping[str, np.ndarray | str | os.PathLike] | None = None, *,
-        random_inputs: bool = False, seed: int = 0,
+        random_inputs: bool = False, seed: int = 0, batch: int | None = None,
         intermediate: Sequence[str] = (),
         output_dir: str | os.PathLike | None = None) -> RunResult:
     """Run a dialect model (a file or a ``Model``) with onnxruntime.
 
     ``feeds``: graph input name -> array, or the path of a .npy file holding it; each must have
     the input's element type (never cast) and shape. With ``random_inputs`` every input not
-    fed gets seeded standard-normal values (``seed``). ``intermediate`` names internal tensors
-    to return as well. With ``output_dir`` every returned tensor is saved there
+    fed gets seeded standard-normal values (``seed``); a symbolic batch is then ``batch``
+    (default: the batch of the arrays given, else 1). ``intermediate`` names internal
+    tensors to return as well. With ``output_dir`` every returned tensor is saved there
     (``save_arrays``); its paths are checked before the model runs.
     """
     from . import runtime
@@ -81,7 +82,8 @@ def run(model: str | os.PathLike | Model,
     intermediate = [intermediate] if isinstance(intermediate, str) else list(intermediate)
     read = () if isinstance(model, Model) else (Path(model),)
     model = load_valid(model)
-    given = build_feeds(model, feeds or {}, random_inputs=random_inputs, seed=seed)
+    given = build_feeds(model, feeds or {}, random_inputs=random_inputs, seed=seed,
+                        batch=batch)
     read += tuple(Path(f) for f in (feeds or {}).values() if isinstance(f, (str, os.PathLike)))
     known = {v.name for v in model.graph.values()}
     missing = [t for t in intermediate if t not in known]
@@ -105,12 +107,22 @@ def _check_model(model) -> None:
 
 
 def build_feeds(model: Model, feeds: Mapping[str, np.ndarray | str | os.PathLike], *,
-                random_inputs: bool = False, seed: int = 0) -> dict[str, np.ndarray]:
+                random_inputs: bool = False, seed: int = 0,
+                batch: int | None = None) -> dict[str, np.ndarray]:
     """Graph input name -> array, in the model's input order: the given arrays (or .npy
-    files), and, with ``random_inputs``, seeded standard-normal values for the others."""
+    files), and, with ``random_inputs``, seeded standard-normal values for the others (a
+    symbolic batch: ``batch``, else the given arrays', else 1)."""
     from .npy import load_npy
 
     declared = {v.name: v for v in model.graph.inputs}
+    symbolic = [v for v in model.graph.inputs if v.shape and isinstance(v.shape[0], str)]
+    if batch is not None:
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise UsageError(f"{batch!r} is not a batch size (an int >= 1)", param_hint="batch")
+        if not symbolic:
+            raise UsageError(f"the model's batch is fixed (its inputs: "
+                             f"{', '.join(_shape_text(v) for v in model.graph.inputs)}); "
+                             "--batch sets a symbolic batch only", param_hint="batch")
     arrays: dict[str, np.ndarray] = {}
     for name, given in feeds.items():
         if name not in declared:
@@ -128,10 +140,21 @@ def build_feeds(model: Model, feeds: Mapping[str, np.ndarray | str | os.PathLike
                          "--input NAME=FILE.npy or --random", param_hint="feeds")
     from .runtime import random_feed
 
+    if batch is None:  # the batch of the arrays given, if any
+        batch = next((int(np.shape(arrays[v.name])[0]) for v in symbolic
+                      if v.name in arrays and np.ndim(arrays[v.name])), 1)
+    elif any(v.name in arrays and np.ndim(arrays[v.name]) and np.shape(arrays[v.name])[0] !=
+             batch for v in symbolic):
+        raise UsageError(f"--batch {batch} differs from the batch of the arrays given",
+                         param_hint="batch")
     rng = np.random.default_rng(seed)
     for v in missing:  # bounded: an absurd shape is refused before allocating
-        arrays[v.name] = random_feed(v, rng, param_hint="random_inputs")
+        arrays[v.name] = random_feed(v, rng, param_hint="random_inputs", batch=batch)
     return {v.name: arrays[v.name] for v in model.graph.inputs}
+
+
+def _shape_text(value) -> str:
+    return f"{value.name} " + ("x".join(str(d) for d in value.shape or ()) or "?")
 
 
 def _check_feed(value, array: np.ndarray, source: str) -> None:

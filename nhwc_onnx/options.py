@@ -18,6 +18,7 @@ from . import frameworks
 from .errors import UsageError
 
 DOMAINS = {"nhwc": "nhwc", "": "", "default": ""}  # --domain default: the ONNX default ('')
+SYMBOLIC = -1  # an input_shapes entry (axis 0 only) that leaves the batch symbolic
 
 
 class FrozenMapping(Mapping):
@@ -81,7 +82,8 @@ def _count(value: Any, parameter: str, minimum: int) -> int:
 
 
 def _shapes(value: Any) -> FrozenMapping:
-    """input_shapes: NAME -> dims (each a positive int), in the source's layout."""
+    """input_shapes: NAME -> dims (each a positive int), in the source's layout; the first
+    may be -1 (or None): the batch stays symbolic (``ir.input_shapes``)."""
     if value is None:
         return FrozenMapping()
     if not isinstance(value, Mapping):
@@ -95,7 +97,9 @@ def _shapes(value: Any) -> FrozenMapping:
         where = f"input_shapes[{name!r}]"
         if isinstance(dims, (str, bytes)) or not isinstance(dims, Iterable):
             raise _type_error(where, "a sequence of ints", dims)
-        shapes[name] = tuple(_count(d, where, 1) for d in dims)
+        dims = tuple(dims)
+        shapes[name] = tuple(SYMBOLIC if i == 0 and (d is None or _is_minus_one(d))
+                             else _dim(d, where, i) for i, d in enumerate(dims))
     return FrozenMapping(shapes)
 
 
@@ -183,6 +187,16 @@ def path_argument(value: Any, parameter: str, what: str = "a path") -> str:
         raise TypeError(f"{parameter}: expected {what} (str or os.PathLike), got "
                         f"{type(value).__name__} {value!r:.60}")
     return os.fspath(value)
+def _is_minus_one(value: Any) -> bool:
+    return not isinstance(value, bool) and hasattr(type(value), "__index__") \
+        and value.__index__() == SYMBOLIC
+
+
+def _dim(value: Any, where: str, axis: int) -> int:
+    if axis > 0 and (value is None or _is_minus_one(value)):
+        raise UsageError(f"only the batch (the first dimension) may be -1, a symbolic size; "
+                         f"dimension {axis} must be given", param_hint=where)
+    return _count(value, where, 1)
 
 
 def _flag(value: Any, parameter: str) -> None:
@@ -204,7 +218,7 @@ class ConvertOptions:
     inputs: tuple[str, ...] | None = None  # graph input tensors (TF: "name" or "name:0")
     outputs: tuple[str, ...] | None = None  # graph output tensors (a cut of the graph)
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=FrozenMapping)
-    batch: int | None = None  # batch size for unknown (or overridden) batch dims
+    batch: int | None = None  # axis 0 of every graph input (None: as the source declares)
     weights: str | None = None  # Caffe: the .caffemodel, or "random"
     seed: int = 0  # seed of --weights random and of verification inputs
     signature: str = "serving_default"  # TF SavedModel signature
@@ -229,6 +243,9 @@ class ConvertOptions:
     # ONNX only: graph inputs given a constant value (name -> array); test suites feed
     # weights, shapes, scales ... as inputs. Not recorded in the report.
     constant_inputs: Mapping[str, Any] = field(default_factory=FrozenMapping, compare=False)
+    # Internal (nhwc_onnx.symbolic_batch): the size a symbolic batch takes in one of the two
+    # probe conversions. Never recorded; callers leave it None.
+    batch_probe: int | None = None
 
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:
@@ -244,6 +261,15 @@ class ConvertOptions:
         put("input_shapes", _shapes(self.input_shapes))
         if self.batch is not None:
             put("batch", _count(self.batch, "batch", 1))
+        if self.batch is not None:
+            for name, dims in self.input_shapes.items():
+                if dims and dims[0] not in (SYMBOLIC, self.batch):
+                    raise UsageError(
+                        f"--input-shape {name} gives the batch {dims[0]} but --batch "
+                        f"{self.batch} sets it for every input; give one of them (or -1 in "
+                        "--input-shape)", param_hint="batch")
+        if self.batch_probe is not None:
+            put("batch_probe", _count(self.batch_probe, "batch_probe", 1))
         if self.weights is not None:
             if not isinstance(self.weights, (str, os.PathLike)):
                 raise _type_error("weights", "a path or 'random'", self.weights)

@@ -47,11 +47,15 @@ def describe_source(path: str | os.PathLike, fw: frameworks.Framework,
                     options: ConvertOptions) -> dict[str, Any]:
     """inputs, outputs, nodes, ops, parameters, metadata and ``conversion``: ``{"status": "converts" |
     "refused" | "fails", "refused": [{"node", "op", "reason"}], "reason"}``."""
+    from . import symbolic_batch
+
+    reading = options.replace(keep_going=True)
     try:  # past refused nodes: the conversion below lists the refusals of every stage
-        model = frameworks.load_source(path, fw, options.replace(keep_going=True))
+        model = frameworks.load_source(path, fw, symbolic_batch.probing(reading))
     except _REFUSED_AT_LOAD as exc:
         return _from_topology(path, fw, options, exc)
     name_graph_io(model, options.rename)
+    symbols = symbolic_batch.probed_inputs(model)
     consts = model.graph.constants()
     data = {
         "inputs": [describe_value(v) for v in model.graph.inputs],
@@ -64,13 +68,38 @@ def describe_source(path: str | os.PathLike, fw: frameworks.Framework,
     from .passes import PassContext
     from .passes.pipeline import to_dialect
 
+    if symbols:
+        _show_symbolic_batch(data, path, fw, reading, symbols)
     try:
-        to_dialect(model, PassContext(options=options))
+        ctx = PassContext(options=options, log_warnings=False)
+        to_dialect(model, ctx)
+        if symbols:  # a batch-mixing node is refused only by the second probe conversion
+            symbolic_batch.finish(model, ctx, path, fw, options, symbols)
     except NhwcOnnxError as exc:
         data["conversion"] = _conversion(exc)
     else:
         data["conversion"] = {"status": "converts", "refused": [], "reason": None}
     return data
+
+
+def _show_symbolic_batch(data: dict[str, Any], path, fw: frameworks.Framework,
+                         options: ConvertOptions, symbols: dict[str, str]) -> None:
+    """Write an open batch by its name in ``data``'s inputs and outputs: the source is read
+    at the second probe size too, and a dimension that follows the probe is the batch."""
+    from .schemas.batch import PROBES, merged_shape
+
+    try:
+        second = frameworks.load_source(path, fw, options.replace(batch_probe=PROBES[1]))
+    except NhwcOnnxError:
+        return
+    name_graph_io(second, options.rename)
+    symbol = next(iter(symbols.values()))
+    at_second = {v.name: v.shape for v in second.graph.inputs + second.graph.outputs}
+    for entry in data["inputs"] + data["outputs"]:
+        other = at_second.get(entry["name"])
+        if entry["shape"] is not None and other is not None:
+            merged = merged_shape(tuple(entry["shape"]), tuple(other), symbol)
+            entry["shape"] = list(merged) if merged is not None else entry["shape"]
 
 
 def _outputs(path, fw: frameworks.Framework, options: ConvertOptions,

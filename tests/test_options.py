@@ -30,12 +30,12 @@ def test_a_default_conversion_records_the_options_it_always_recorded(tmp_path):
 
 def test_the_report_records_what_was_set_and_only_what_changes_a_conversion():
     options = ConvertOptions(framework="caffe", outputs="conv1",
-                             input_shapes={"data": [1, 3, 9, 9]}, batch=2,
+                             input_shapes={"data": [-1, 3, 9, 9]}, batch=2,
                              weights=Path("w.caffemodel"), seed=7, domain="default",
                              strict=True, keep_layout="data", exact_cut=False,
                              constant_inputs={"k": [1.0]})
     assert options.to_report() == {
-        "outputs": ["conv1"], "input_shapes": {"data": [1, 3, 9, 9]}, "batch": 2,
+        "outputs": ["conv1"], "input_shapes": {"data": [-1, 3, 9, 9]}, "batch": 2,
         "weights": "w.caffemodel", "seed": 7, "signature": "serving_default", "domain": "",
         "weights_as_constants": False, "allow_transpose": False, "approximate_padding": False,
         "strict": True, "keep_layout": ["data"]}

@@ -127,9 +127,11 @@ def source_options(command):
         click.option("--outputs", "output_names", metavar="NAMES",
                      help="Graph output tensor names, comma separated."),
         click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D1,D2,...",
-                     help="Override an input's shape, in the source layout (repeatable)."),
+                     help="An input's whole shape, in the source layout (repeatable); D1 = -1 "
+                          "keeps its batch symbolic."),
         click.option("--batch", type=AT_LEAST_ONE, metavar="N",
-                     help="Batch size for inputs with an unknown batch."),
+                     help="Set axis 0 (the batch) of every graph input to N. Without it a "
+                          "symbolic batch stays symbolic and a fixed one stays fixed."),
         click.option("--signature", default="serving_default", show_default=True,
                      metavar="NAME", help="TensorFlow SavedModel signature."),
     )):
@@ -159,9 +161,10 @@ def parse_shapes(values: tuple[str, ...]) -> dict[str, list[int]]:
         except ValueError:
             raise UsageError(f"'{item}': expected NAME=D1,D2,... (e.g. input=1,224,224,3)",
                              param_hint="--input-shape") from None
-        if any(d <= 0 for d in shapes[name]):
-            raise UsageError(f"'{item}': every dimension must be positive",
-                             param_hint="--input-shape")
+        dims = shapes[name]
+        if any(d <= 0 for d in dims[1:]) or (dims and dims[0] <= 0 and dims[0] != -1):
+            raise UsageError(f"'{item}': every dimension must be positive (the first may be "
+                             "-1: a symbolic batch)", param_hint="--input-shape")
     return shapes
 
 

@@ -236,7 +236,7 @@ def format_info(data: dict) -> str:
              + (f"{parameters:,} parameters" if parameters is not None else "weights not read")]
     for kind in ("inputs", "outputs"):
         for v in data[kind]:
-            shape = "x".join("?" if d is None else str(d) for d in v["shape"] or []) or "?"
+            shape = " x ".join("?" if d is None else str(d) for d in v["shape"] or []) or "?"
             lines.append(f"  {kind[:-1]:6} {v['name']}: {v['dtype'] or '?'} {shape}")
     lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
     embedded = json.loads(data["metadata"].get("preprocessing") or "{}")
@@ -282,12 +282,16 @@ def format_report(report) -> str:
 
 def format_verification(report) -> str:
     status = "MATCH" if report.ok else "MISMATCH"
+    batches = getattr(report, "batches", None)
+    at = (f"; the symbolic batch at {' and '.join(map(str, batches))}" if batches else "")
     lines = [(f"verification: {status} (atol {report.atol:g}, rtol {report.rtol:g}, "
-              f"seed {report.seed})")]
+              f"seed {report.seed}{at})")]
     for c in report.outputs:
         mark = "ok " if c.within else "BAD"
+        batch = f"  (batch {c.batch})" if getattr(c, "batch", None) is not None else ""
         lines.append(f"  {mark} {c.name}: shape {tuple(c.source_shape)}  max abs "
-                     f"{c.max_abs_error:.3g}  max rel {c.max_rel_error:.3g}  cos {c.cosine:.6f}")
+                     f"{c.max_abs_error:.3g}  max rel {c.max_rel_error:.3g}  cos {c.cosine:.6f}"
+                     f"{batch}")
     if report.first_divergence:
         d = report.first_divergence
         if d.get("node"):

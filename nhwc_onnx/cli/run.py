@@ -17,13 +17,17 @@ from .common import FILE, FOLDER, Settings, echo, names_option
               help="Feed every input not given with --input from a seeded standard normal.")
 @click.option("--seed", type=int, default=0, show_default=True, metavar="N",
               help="Seed for --random.")
+@click.option("--batch", type=click.IntRange(min=1), metavar="N",
+              help="Batch size of --random inputs for a model with a symbolic batch "
+                   "[default: 1, or the batch of the --input arrays].")
 @click.option("--output-dir", "-o", type=FOLDER, metavar="DIR",
               help="Where to save outputs as .npy [default: ./<model name>_outputs].")
 @names_option("--intermediate", metavar="TENSOR",
               help="Also save this internal tensor (repeatable).")
 @click.pass_obj
 def run(settings: Settings, model_path: str, feeds: tuple[str, ...], random_inputs: bool,
-        seed: int, output_dir: str | None, intermediate: tuple[str, ...]) -> None:
+        seed: int, batch: int | None, output_dir: str | None,
+        intermediate: tuple[str, ...]) -> None:
     """Run a dialect model with onnxruntime and save its outputs as .npy files."""
     from ..dialect_api import run as run_model
 
@@ -35,7 +39,7 @@ def run(settings: Settings, model_path: str, feeds: tuple[str, ...], random_inpu
         files[name] = file
     out_dir = Path(output_dir) if output_dir else Path(f"{Path(model_path).stem}_outputs")
     result = run_model(model_path, files, random_inputs=random_inputs, seed=seed,
-                       intermediate=intermediate, output_dir=out_dir)
+                       batch=batch, intermediate=intermediate, output_dir=out_dir)
     paths = result.paths
     if settings.verbosity >= 0:
         for name, array in result.feeds.items():

@@ -52,6 +52,9 @@ class PassContext:
     refusals: dict[Node, NodeProblem] = field(default_factory=dict)
     collect_refusals: bool = False
     stage_refusals: list[UnsupportedOpError] = field(default_factory=list)
+    # False: warnings are only collected (the second probe conversion of a symbolic batch
+    # repeats the first's, which has logged them; nhwc_onnx.symbolic_batch)
+    log_warnings: bool = True
 
     def refuse_stage(self, error: UnsupportedOpError) -> None:
         """A stage refuses nodes: raise, or keep the error and go on (``collect_refusals``)."""
@@ -64,8 +67,10 @@ class PassContext:
 
     def warn(self, message: str) -> None:
         """A warning for the user: it goes into the report, whose ``warnings`` the command line
-        prints once (``Warning: ...``); the log has it only at debug level."""
-        log.debug("warning: %s", message)
+        prints once (``Warning: ...``); the log has it only at debug level (and not at all for
+        a probe conversion, ``log_warnings=False``)."""
+        if self.log_warnings:
+            log.debug("warning: %s", message)
         self.warnings.append(message)
 
 

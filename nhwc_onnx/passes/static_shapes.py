@@ -16,7 +16,7 @@ from ..errors import (
     UsageError,
 )
 from ..ir import CORE, Graph, Model, Value
-from ..ir.input_shapes import input_shape
+from ..ir.input_shapes import SYMBOLIC, input_shape
 from ..schemas.base import CORE_OPS, DIALECT_OPS, InferContext, RuleError
 from ..schemas.core import MAX_EVAL_ELEMENTS, infer_dtypes
 from .base import Pass, PassContext, PassResult
@@ -25,18 +25,20 @@ from .base import Pass, PassContext, PassResult
 def _fmt(shape) -> str:
     if shape is None:
         return "unknown"
-    return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")"
+    return "(" + ",".join("?" if d is None or d == SYMBOLIC else str(d) for d in shape) + ")"
 
 
 def _hint(name: str, shape) -> str:
-    example = ",".join("1" if not d else str(d) for d in (shape or (1, 224, 224, 3)))
-    return (f"give it with --input-shape {name}={example} (dimensions in the source model's "
-            "layout) or set the batch size with --batch N")
+    example = ",".join(("-1" if i == 0 else f"D{i}") if not d else str(d)
+                       for i, d in enumerate(shape or (None, 224, 224, 3)))
+    return (f"give it with --input-shape {name}={example} (each D a size, in the source "
+            "model's layout; -1 keeps the batch symbolic) or fix the batch with --batch N")
 
 
 def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
     """Set graph-input shapes from the options' ``input_shapes`` (name -> dims) and
-    ``batch``."""
+    ``batch``, by the rule of ``ir.input_shapes`` (the frontends applied it already; an IR
+    graph built in code gets it here)."""
     changed = False
     overrides = ctx.options.input_shapes
     by_name = {v.name: v for v in graph.inputs if not v.is_const}
@@ -52,15 +54,18 @@ def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
                 f"--input-shape names '{raw_name}', which is not a graph input (inputs: {known})"
             )
         dims = [int(d) for d in dims]
-        if any(d <= 0 for d in dims):
+        if any(d <= 0 for d in dims[1:]) or (dims and dims[0] <= 0 and dims[0] != SYMBOLIC):
             raise InvalidAttributeError(f"--input-shape {raw_name}: dimensions must be positive")
         if value.shape is not None and len(value.shape) != len(dims):
             raise UsageError(
                 f"--input-shape {raw_name} gives {len(dims)} dimensions but the input has rank "
                 f"{len(value.shape)} {_fmt(value.shape)}"
             )
+        if dims and dims[0] == SYMBOLIC:  # the batch the frontend gave it (a probe) stays
+            dims[0] = value.shape[0] if value.shape and isinstance(value.shape[0], int) \
+                and value.shape[0] > 0 else SYMBOLIC
         for old, new in zip(value.shape or (), dims):
-            if old is not None and old != new:
+            if old is not None and new != SYMBOLIC and old != new:
                 ctx.warn(f"input '{value.name}': overriding declared shape {_fmt(value.shape)} "
                          f"with {_fmt(dims)}")
                 break
@@ -71,21 +76,15 @@ def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
             changed = True
     batch = ctx.options.batch
     if batch is not None:
-        batch = int(batch)
-        if batch <= 0:
-            raise InvalidAttributeError(f"--batch must be positive, found {batch}")
+        # --batch N: axis 0 of every graph input (the frontends did it for theirs already).
         for value in by_name.values():
-            if value.shape is None or len(value.shape) < 2:
+            if not value.shape:
                 continue
-            new_shape = input_shape(value.shape, None, batch)  # fills an unknown (None/0) batch
+            new_shape = input_shape(value.shape, None, batch)
             if new_shape != value.shape:
                 value.shape = new_shape
                 ctx.record("input_shape", value.name, f"batch set to {batch}", batch=batch)
                 changed = True
-            elif value.shape[0] != batch:
-                # A fixed first dimension may not be a batch at all: never change it silently.
-                ctx.warn(f"input '{value.name}' has a fixed first dimension {value.shape[0]}; "
-                         f"--batch {batch} does not change it (use --input-shape to override)")
     return changed
 
 

@@ -54,11 +54,13 @@ def run(
 MAX_RANDOM_FEED_ELEMENTS = 1 << 31
 
 
-def random_feed(value, rng: np.random.Generator, param_hint: str = "--random") -> np.ndarray:
+def random_feed(value, rng: np.random.Generator, param_hint: str = "--random",
+                batch: int = 1) -> np.ndarray:
     """A standard-normal array from ``rng`` for graph input ``value`` (``run --random``), in
-    the input's element type. UsageError (exit 2) before allocating when the shape is not
-    static or absurd, and when memory runs out while allocating."""
-    shape = value.shape
+    the input's element type; a symbolic batch (a named axis 0) is ``batch``. UsageError
+    (exit 2) before allocating when the shape is not static or absurd, and when memory runs
+    out while allocating."""
+    shape = at_batch(value.shape, batch)
     if shape is None or any(not isinstance(d, int) or d < 0 for d in shape):
         raise UsageError(f"input {value.name!r} has an unknown dimension {shape}; --random "
                          "needs a static shape, pass --input NAME=FILE.npy",
@@ -75,13 +77,20 @@ def random_feed(value, rng: np.random.Generator, param_hint: str = "--random") -
                          f"{tuple(shape)} ({count:,} elements)", param_hint=param_hint) from None
 
 
+def at_batch(shape: Sequence | None, batch: int) -> tuple | None:
+    """``shape`` with a symbolic batch (a named axis 0) set to ``batch``."""
+    if shape is None:
+        return None
+    return tuple(batch if i == 0 and isinstance(d, str) else d for i, d in enumerate(shape))
+
+
 def shape_fits(declared: Sequence | None, shape: Sequence[int]) -> bool:
     """Whether an array of ``shape`` can feed an input declared ``declared`` (None: any
-    shape; a None dimension: any size)."""
+    shape; a None or named dimension: any size)."""
     if declared is None:
         return True
     return len(declared) == len(shape) and all(
-        d is None or d == n for d, n in zip(declared, shape))
+        d is None or isinstance(d, str) or d == n for d, n in zip(declared, shape))
 
 
 def feed_problems(model: Model, feeds: Mapping[str, np.ndarray]) -> list[str]:
@@ -93,8 +102,18 @@ def feed_problems(model: Model, feeds: Mapping[str, np.ndarray]) -> list[str]:
     problems += [f"input {name!r} needs shape {tuple(inputs[name].shape)}, the array has "
                  f"{tuple(np.shape(array))}" for name, array in feeds.items()
                  if name in inputs and not shape_fits(inputs[name].shape, np.shape(array))]
+    batches = {}  # a symbolic batch is one size in every input that names it
+    for name, array in feeds.items():
+        shape = inputs[name].shape if name in inputs else None
+        if shape and isinstance(shape[0], str) and np.ndim(array):
+            batches.setdefault(shape[0], {})[name] = np.shape(array)[0]
+    for symbol, sizes in batches.items():
+        if len(set(sizes.values())) > 1:
+            shown = ", ".join(f"{n!r} {b}" for n, b in sizes.items())
+            problems.append(f"the batch {symbol!r} must be one size in every input, the "
+                            f"arrays have {shown}")
     return problems
 
 
-__all__ = ["LOWERED_IR_VERSION", "LOWERED_OPSET", "MAX_RANDOM_FEED_ELEMENTS", "feed_problems",
-           "lower_model", "random_feed", "run", "shape_fits"]
+__all__ = ["LOWERED_IR_VERSION", "LOWERED_OPSET", "MAX_RANDOM_FEED_ELEMENTS", "at_batch",
+           "feed_problems", "lower_model", "random_feed", "run", "shape_fits"]

@@ -164,9 +164,11 @@ def _lend_inferred_shapes(model: Model) -> list:
 
 
 def _dims(shape):
+    """Dims for helper.make_tensor_value_info: sizes, names (a symbolic batch: its
+    dim_param) and None."""
     if shape is None:
         return None
-    return [d if isinstance(d, int) else None for d in shape]
+    return [d if isinstance(d, (int, str)) else None for d in shape]
 
 
 def _lower_node(node: Node, low: OnnxLowerer) -> None:

@@ -201,7 +201,7 @@ def _infer_space_to_depth(ctx: InferContext) -> list:
 def _lower_space_to_depth(node, L, ins, outs) -> None:
     n, h, w, c = node.inputs[0].shape
     bs = int(node.attrs["blocksize"])
-    batch = -1 if n is None else n
+    batch = n if isinstance(n, int) else -1  # unknown or symbolic: inferred
     split = L.const(np.array([batch, h // bs, bs, w // bs, bs, c], np.int64), "shape")
     blocks = L.op("Reshape", [ins[0], split])
     # (n, i, bi, j, bj, c) -> (n, i, j, bi, bj, c): depth index (bi*bs + bj)*C + c, as TF.

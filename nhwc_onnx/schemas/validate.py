@@ -21,16 +21,13 @@ def validate(model: Model | Graph, registry: Registry = DIALECT_OPS) -> list[Val
             )
         )
     order = _ordered_nodes(graph, issues)
-    inferred: dict[int, tuple | None] = {}
     for v in graph.inputs:
-        inferred[id(v)] = v.shape
         if v.dtype != "float32":
             issues.append(
                 ValidationIssue("", "", "dtype", f"graph input '{v.name}' must be float32",
                                 "float32", v.dtype)
             )
-    for node in order:
-        issues += _check_node(node, registry, inferred)
+    inferred = _infer(graph, order, registry, issues)
     for v in graph.outputs:
         got = inferred.get(id(v), v.shape if v.is_const else None)
         if v.shape is not None and got is not None and _disagree(v.shape, got):
@@ -51,16 +48,94 @@ def validate(model: Model | Graph, registry: Registry = DIALECT_OPS) -> list[Val
 def infer_shapes(model: Model | Graph, registry: Registry = DIALECT_OPS) -> dict[str, tuple]:
     """Shapes of every value by name, as the dialect's shape inference computes them."""
     graph = model.graph if isinstance(model, Model) else model
-    inferred: dict[int, tuple | None] = {id(v): v.shape for v in graph.inputs}
     issues: list[ValidationIssue] = []
-    for node in _ordered_nodes(graph, issues):
-        _check_node(node, registry, inferred)
+    inferred = _infer(graph, _ordered_nodes(graph, issues), registry, issues)
     out = {}
     for v in graph.values():
         shape = v.shape if v.is_const else inferred.get(id(v))
         if shape is not None:
             out[v.name] = tuple(shape)
     return out
+
+
+def _infer(graph: Graph, order: list[Node], registry: Registry,
+           issues: list[ValidationIssue]) -> dict[int, tuple | None]:
+    """Every node checked, every value's shape inferred (value id -> shape); a graph whose
+    inputs name their batch is inferred symbolically (``schemas.batch``)."""
+    if any(isinstance(d, str) for v in graph.inputs for d in v.shape or ()):
+        return _infer_symbolic(graph, order, registry, issues)
+    inferred: dict[int, tuple | None] = {id(v): v.shape for v in graph.inputs}
+    for node in order:
+        issues += _check_node(node, registry, inferred)
+    return inferred
+
+
+def _infer_symbolic(graph: Graph, order: list[Node], registry: Registry,
+                    issues: list[ValidationIssue]) -> dict[int, tuple | None]:
+    """Infer at the two probe sizes of the batch and merge: a dimension that follows the
+    probe at axis 0 is the batch, any other difference (or an op that addresses axis 0)
+    mixes samples and is an issue of its node."""
+    from .batch import PROBES, at_probe, describe_difference, merged_shape, mixes_samples
+
+    names = []
+    for v in graph.inputs:
+        for axis, d in enumerate(v.shape or ()):
+            if not isinstance(d, str):
+                continue
+            if axis:
+                issues.append(ValidationIssue(
+                    "", "", "symbolic-dim", f"graph input '{v.name}' names dimension {axis} "
+                    f"'{d}': only the batch (axis 0) may be symbolic", "a size", d))
+            elif d not in names:
+                names.append(d)
+    if len(names) > 1:
+        issues.append(ValidationIssue(
+            "", "", "symbolic-dim", f"graph inputs name the batch differently ({names}); a "
+            "model has one batch", names[0], ", ".join(names)))
+    symbol = names[0] if names else None
+    runs = []
+    seen = set()
+    for size in PROBES:
+        inferred = {id(v): at_probe(v.shape, size) for v in graph.inputs}
+        for node in order:
+            for issue in _check_node(node, registry, inferred):
+                if (issue.node, issue.rule) not in seen:  # once, whichever size shows it
+                    seen.add((issue.node, issue.rule))
+                    issues.append(issue)
+        runs.append(inferred)
+    merged: dict[int, tuple | None] = {id(v): v.shape for v in graph.inputs}
+    tainted: set[int] = set()  # values after a node that mixes samples: not checked again
+    for node in order:
+        ins = [v for v in node.inputs if v is not None]
+        if any(id(v) in tainted for v in ins):
+            tainted.update(id(out) for out in node.outputs)
+            continue
+        carried = {i for i, v in enumerate(node.inputs)
+                   if v is not None and not v.is_const and _carries(merged.get(id(v)), symbol)}
+        why = mixes_samples(node, carried) if carried else None
+        shapes = []
+        for out in node.outputs:
+            first, second = runs[0].get(id(out)), runs[1].get(id(out))
+            shape = merged_shape(first, second, symbol) if symbol is not None else first
+            if first is not None and second is not None and why is None:
+                if shape is None:
+                    why = (f"mixes the batch with other axes: output '{out.name}' is "
+                           f"{describe_difference(first, second)}")
+                elif carried and (not shape or shape[0] != symbol):
+                    why = (f"output '{out.name}' does not carry the batch at axis 0 (it is "
+                           f"{describe_difference(first, second)})")
+            shapes.append(shape)
+        if why is not None:
+            issues.append(ValidationIssue(node.name, node.op, "batch", why))
+            tainted.update(id(out) for out in node.outputs)
+            shapes = [None] * len(node.outputs)
+        for out, shape in zip(node.outputs, shapes):
+            merged[id(out)] = shape
+    return merged
+
+
+def _carries(shape, symbol: str | None) -> bool:
+    return symbol is not None and bool(shape) and shape[0] == symbol
 
 
 def _disagree(declared, inferred) -> bool:

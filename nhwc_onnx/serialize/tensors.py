@@ -170,12 +170,15 @@ def fill_type(
         dim = shape_proto.dim.add()
         if isinstance(d, (int, np.integer)) and d >= 0:
             dim.dim_value = int(d)
+        elif isinstance(d, str) and d:
+            dim.dim_param = d  # a symbolic batch
         if denotations:
             dim.denotation = denotations[i]
 
 
 def read_type(type_proto: TypeProto) -> tuple[str | None, tuple | None, str | None]:
-    """(dtype, shape, layout) of a tensor type; unknown dims become None."""
+    """(dtype, shape, layout) of a tensor type; a named dim (dim_param) is its name, other
+    unknown dims become None."""
     if not type_proto.HasField("tensor_type"):
         return None, None, None
     tensor_type = type_proto.tensor_type
@@ -183,7 +186,8 @@ def read_type(type_proto: TypeProto) -> tuple[str | None, tuple | None, str | No
     if not tensor_type.HasField("shape"):
         return dtype, None, None
     dims = tensor_type.shape.dim
-    shape = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in dims)
+    shape = tuple(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
+                  for d in dims)
     layout = layout_from_denotations([d.denotation for d in dims])
     return dtype, shape, layout
 

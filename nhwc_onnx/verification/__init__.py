@@ -30,6 +30,9 @@ class VerificationReport:
     seed: int
     outputs: list[TensorComparison] = field(default_factory=list)
     first_divergence: dict | None = None  # set by bisect: the first node whose output differs
+    # A symbolic batch is compared at each of these sizes (each comparison says its batch);
+    # empty for a model whose batch is fixed.
+    batches: list[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -41,7 +44,13 @@ class VerificationReport:
             "rtol": self.rtol, "seed": self.seed, "ok": self.ok,
             "outputs": [c.to_dict() for c in self.outputs],
             "first_divergence": self.first_divergence,
+            **({"batches": list(self.batches)} if self.batches else {}),
         }
+
+
+# The sizes a symbolic batch is verified at: one sample, and several (distinct from the
+# other dimensions a test uses) so that a model mixing samples cannot pass.
+SYMBOLIC_BATCHES = (1, 3)
 
 
 def random_inputs(shapes: Mapping[str, tuple], seed: int = 0) -> dict[str, np.ndarray]:
@@ -100,36 +109,46 @@ def verify(
     names = _source_names(model)
     shapes = {}
     for v in model.graph.inputs:
-        if v.shape is None or not all(isinstance(d, int) for d in v.shape):
+        symbolic_batch = bool(v.shape) and isinstance(v.shape[0], str)
+        if v.shape is None or not all(isinstance(d, int) for d in v.shape[symbolic_batch:]):
             raise ModelLoadError(f"input '{v.name}' has no static shape; pass --input-shape")
-        perm = perms.get(v.name)
-        shape = tuple(v.shape) if not perm else tuple(np.array(v.shape)[np.argsort(perm)])
+        perm = perms.get(v.name)  # axis 0 stays first (the batch)
+        shape = tuple(v.shape) if not perm else tuple(v.shape[i] for i in np.argsort(perm))
         shapes[v.name] = shape
     if not isinstance(converted, Model):
         from .pairing import check_pairing
 
         check_pairing(source, fw, options, converted, model, shapes)
-    src_feeds = dict(feeds) if feeds is not None else random_inputs(shapes, seed)
-    missing = [n for n in shapes if n not in src_feeds]
-    if missing:
-        raise ModelLoadError(f"no value given for input(s) {', '.join(missing)}")
-    raw_feeds = {n: src_feeds[n] for n in shapes}
-    ours = run(model, {n: to_converted_layout(src_feeds[n], perms.get(n)) for n in shapes})
-    src_feeds = preprocessed(model, src_feeds, perms)  # what the source sees of those inputs
+    symbolic = any(isinstance(d, str) for shape in shapes.values() for d in shape[:1])
+    batches = SYMBOLIC_BATCHES if symbolic and feeds is None else (None,)
     out_names = [v.name for v in model.graph.outputs]
     reference = fw.reference(source, options)
-    src_out = run_source(reference, src_feeds, names, out_names)
     report = VerificationReport(str(source), fw.name, atol, rtol, seed)
-    for name in out_names:
-        actual = to_source_layout(ours[name], perms.get(name))
-        report.outputs.append(compare(name, src_out[name], actual, atol, rtol))
-    if bisect and not report.ok:
-        from .bisect import first_divergence
+    report.batches = list(batches) if symbolic and feeds is None else []
+    for batch in batches:
+        sized = {n: tuple(batch if isinstance(d, str) else d for d in shape)
+                 for n, shape in shapes.items()}
+        src_feeds = dict(feeds) if feeds is not None else random_inputs(sized, seed)
+        missing = [n for n in shapes if n not in src_feeds]
+        if missing:
+            raise ModelLoadError(f"no value given for input(s) {', '.join(missing)}")
+        raw_feeds = {n: src_feeds[n] for n in shapes}
+        ours = run(model, {n: to_converted_layout(src_feeds[n], perms.get(n)) for n in shapes})
+        src_feeds = preprocessed(model, src_feeds, perms)  # what the source sees of those inputs
+        src_out = run_source(reference, src_feeds, names, out_names)
+        comparisons = []
+        for name in out_names:
+            actual = to_source_layout(ours[name], perms.get(name))
+            comparisons.append(compare(name, src_out[name], actual, atol, rtol, batch=batch))
+        report.outputs += comparisons
+        if bisect and not all(c.within for c in comparisons) and \
+                report.first_divergence is None:
+            from .bisect import first_divergence
 
-        report.first_divergence = first_divergence(
-            fw, reference.tensor_names(),
-            lambda fetches: run_source(reference, src_feeds, names, fetches),
-            model, raw_feeds, perms, names, atol, rtol)
+            report.first_divergence = first_divergence(
+                fw, reference.tensor_names(),
+                lambda fetches, feeds=src_feeds: run_source(reference, feeds, names, fetches),
+                model, raw_feeds, perms, names, atol, rtol)
     if raise_on_failure and not report.ok:
         bad = ", ".join(c.name for c in report.outputs if not c.within)
         raise VerificationError(f"outputs differ beyond tolerance: {bad}")

@@ -15,15 +15,27 @@ class TensorComparison:
     max_rel_error: float  # max |diff| / max |reference|: error relative to the output's scale
     cosine: float
     within: bool
+    batch: int | None = None  # the size of a symbolic batch this comparison ran at
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if self.batch is None:
+            del data["batch"]
+        return data
 
 
 def compare(
-    name: str, reference: np.ndarray, actual: np.ndarray, atol: float = 1e-4, rtol: float = 1e-4
+    name: str, reference: np.ndarray, actual: np.ndarray, atol: float = 1e-4,
+    rtol: float = 1e-4, *, batch: int | None = None,
 ) -> TensorComparison:
     """Pass when max|actual - reference| <= atol + rtol * max|reference|."""
+    result = _compare(name, reference, actual, atol, rtol)
+    result.batch = batch
+    return result
+
+
+def _compare(name: str, reference: np.ndarray, actual: np.ndarray, atol: float,
+             rtol: float) -> TensorComparison:
     ref = np.asarray(reference, dtype=np.float64)
     act = np.asarray(actual, dtype=np.float64)
     if ref.shape != act.shape:

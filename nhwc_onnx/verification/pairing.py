@@ -30,7 +30,9 @@ def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framewo
         article = "an" if framework[0] in "aeiou" else "a"
         raise ModelLoadError(f"{origin}, not from {article} {framework} model like '{source}'; "
                              "verify it against the model it was converted from")
-    parsed = frameworks.load_source(source, framework, options).graph
+    from ..symbolic_batch import probing
+
+    parsed = frameworks.load_source(source, framework, probing(options)).graph
     # Compared by source tensor: the converted file may name them otherwise (the names users
     # know, --rename); its metadata 'source_names' maps them back.
     renamed = json.loads(model.metadata.get("source_names") or "{}")
@@ -38,8 +40,12 @@ def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framewo
     def tensor(name: str) -> str:
         return name.removesuffix(":0")
 
-    src_inputs = {tensor(str(v.meta.get("source_name", v.name))): v.shape for v in parsed.inputs}
-    src_outputs = {tensor(str(v.meta.get("source_name", v.name))) for v in parsed.outputs}
+    def source_tensor_of(v) -> str:
+        return tensor(str(v.meta.get("source_name", v.name)))
+
+    src_inputs = {source_tensor_of(v): v.shape for v in parsed.inputs}
+    open_batch = {source_tensor_of(v) for v in parsed.inputs if "batch_symbol" in v.meta}
+    src_outputs = {source_tensor_of(v) for v in parsed.outputs}
     ours_in = {tensor(renamed.get(n, n)): n for n in source_layout_shapes}
     ours_out = {tensor(renamed.get(v.name, v.name)) for v in model.graph.outputs}
     if set(ours_in) != set(src_inputs) or not ours_out <= src_outputs:
@@ -54,9 +60,10 @@ def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framewo
             continue
         # --input-shape may have replaced declared dims at conversion: then only the rank counts
         fits = len(declared) == len(shape) and (bool(options.input_shapes) or all(
-            not isinstance(d, int) or d == s for d, s in zip(declared, shape)))
+            not isinstance(d, int) or d == s or (i == 0 and source_tensor in open_batch)
+            for i, (d, s) in enumerate(zip(declared, shape))))
         if not fits:
             raise ModelLoadError(
                 f"{origin} and does not fit '{source}': input '{name}' is "
-                f"{tuple(int(d) for d in shape)} in the converted model (source layout), the source declares "
+                f"{tuple(shape)} in the converted model (source layout), the source declares "
                 f"{tuple(declared)}")

@@ -33,7 +33,7 @@ def test_a_model_refused_by_a_pass_is_described_with_every_refused_node(tmp_path
     assert [(r["node"], r["op"]) for r in conversion["refused"]] == [("odd", "Erf")]
     assert "error function" in conversion["refused"][0]["reason"]
     assert "  conversion: refused, 1 node(s):\n    'odd' (Erf): " in text
-    assert "  input  input: float32 2x3x7x5" in text
+    assert "  input  input: float32 2 x 3 x 7 x 5" in text
 
 
 def test_a_model_its_frontend_refuses_is_described(tmp_path):
@@ -75,7 +75,7 @@ def test_a_frozen_graph_with_an_op_without_converter_is_described(tmp_path):
     assert data["ops"]["Cumsum"] == 1
     assert data["inputs"] == [{"name": "image", "shape": [1, 7, 5, 3], "dtype": "float32"}]
     assert [r["op"] for r in data["conversion"]["refused"]] == ["Cumsum"]
-    assert "  input  image: float32 1x7x5x3" in text
+    assert "  input  image: float32 1 x 7 x 5 x 3" in text
 
 
 def _dynamic_onnx(path, dims):
@@ -93,7 +93,7 @@ def test_a_dynamic_model_shows_its_symbols_and_exits_0(tmp_path):
     source = _dynamic_onnx(tmp_path / "dyn.onnx", ["batch", 3, 7, 5])
     data, text = _info(source)
     assert data["inputs"][0]["shape"] == ["batch", 3, 7, 5]
-    assert "  input  x: float32 batchx3x7x5" in text
+    assert "  input  x: float32 batch x 3 x 7 x 5" in text
     assert "--batch" not in text.splitlines()[1]  # the description is no refusal
     # a height without value: the conversion needs --input-shape, info describes the file
     unknown = _dynamic_onnx(tmp_path / "unknown.onnx", ["batch", 3, None, 5])

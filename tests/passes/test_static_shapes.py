@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nhwc_onnx.errors import InvalidModelError, UsageError
+from nhwc_onnx.errors import InvalidAttributeError, InvalidModelError, UsageError
 from nhwc_onnx.ir import Graph, Model, Value
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext
@@ -32,12 +32,13 @@ def _model(shape=(None, 3, None, 7)):
 
 def test_overrides_then_every_value_has_a_static_shape_matching_evaluation():
     model = _model()
-    ctx = PassContext(options=ConvertOptions(input_shapes={"x": [2, 3, 11, 7]}, batch=5))
+    ctx = PassContext(options=ConvertOptions(input_shapes={"x": [-1, 3, 11, 7]}, batch=2))
     result = StaticShapes(require_static=True)(model, ctx)
     assert result.modified
     g = model.graph
-    assert g.inputs[0].shape == (2, 3, 11, 7)  # the explicit shape wins over --batch
-    assert "--batch 5 does not change it" in ctx.warnings[0]
+    assert g.inputs[0].shape == (2, 3, 11, 7)  # --batch sets the batch -1 left open
+    assert ctx.warnings == []
+
     computed = run_core(model, {"x:0": RNG.normal(size=(2, 3, 11, 7)).astype(np.float32)},
                         extra_outputs=["conv", "pool"])
     for name, array in computed.items():
@@ -46,6 +47,12 @@ def test_overrides_then_every_value_has_a_static_shape_matching_evaluation():
         assert np.dtype(v.dtype) == array.dtype, name
     assert g.find_value("shape").dtype == "int64" and g.find_value("less").dtype == "bool"
     assert {d.kind for d in ctx.decisions} == {"input_shape"}
+
+
+def test_an_explicit_batch_that_contradicts_batch_is_a_usage_error():
+    with pytest.raises(UsageError, match=r"--input-shape x gives the batch 2.*--batch 5"):
+        ConvertOptions(input_shapes={"x": [2, 3, 11, 7]}, batch=5)
+    assert ConvertOptions(input_shapes={"x": [5, 3, 11, 7]}, batch=5).batch == 5
 
 
 def test_batch_fills_an_unknown_first_dimension_only():

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...errors import InvalidModelError
 from ...ir import Graph, Node, Value
-from ...ir.input_shapes import find_override, input_shape
+from ...ir.input_shapes import batch_symbol, find_override, input_shape
 from . import caffe_pb2 as pb
 from .weights import WeightSource
 
@@ -25,11 +25,14 @@ MAX_ACTIVATION = 1 << 32
 
 class CaffeBuilder:
     def __init__(self, graph: Graph, weights: WeightSource,
-                 input_shapes: dict[str, list[int]] | None = None, batch: int | None = None):
+                 input_shapes: dict[str, list[int]] | None = None, batch: int | None = None,
+                 batch_probe: int | None = None):
         self.graph = graph
         self.weights = weights
         self.input_shapes = dict(input_shapes or {})  # user overrides, by blob name
         self.batch = batch
+        self.batch_probe = batch_probe  # a symbolic batch's size (--input-shape NAME=-1,...)
+        self.batch_symbols: dict[str, str] = {}  # input blob -> its symbolic batch's name
         self.preprocessing: list[dict[str, Any]] = []  # Data layers' transform_param
         self.blobs: dict[str, Value] = {}  # blob name -> latest version
         self.consumed: set[int] = set()  # ids of Values read by some layer
@@ -53,12 +56,20 @@ class CaffeBuilder:
     def resolve_input_shape(self, name: str, declared: Sequence[int] | None,
                             where: str) -> tuple[int, ...]:
         """The shape of input blob ``name``: the user's override, else the declared one."""
-        shape = input_shape(declared, find_override(self.input_shapes, name), self.batch,
-                            batch_replaces_fixed=True)
+        if declared is not None and any(int(d) < 0 for d in declared):
+            raise InvalidModelError(f"input '{name}' has an invalid shape {list(declared)}")
+        override = find_override(self.input_shapes, name)
+        shape = input_shape(declared, override, self.batch, probe=self.batch_probe)
         if not shape:
             raise InvalidModelError(
                 f"input '{name}' ({where}) has no shape; pass one with --input-shape "
                 f"{name}=1,3,224,224")
+        if shape[0] is None:  # Caffe declares sizes: only --input-shape NAME=-1,... opens one
+            raise InvalidModelError(f"input '{name}' ({where}) has no batch size; pass one "
+                                    "with --batch N")
+        symbol = batch_symbol(declared, override, self.batch)
+        if symbol is not None:
+            self.batch_symbols[name] = symbol
         shape = [int(d) for d in shape]
         if any(d <= 0 for d in shape) or any(d > 1 << 31 for d in shape):
             raise InvalidModelError(f"input '{name}' has an invalid shape {shape}")
@@ -68,6 +79,8 @@ class CaffeBuilder:
         layout = "NCHW" if len(shape) == 4 else None
         value = Value(self._fresh_name(name), "float32", shape, layout)
         value.meta["source_name"] = name
+        if name in self.batch_symbols:
+            value.meta["batch_symbol"] = self.batch_symbols[name]
         self.graph.add_input(value)
         self.blobs[name] = value
         return value

@@ -83,7 +83,7 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
     weights = (WeightSource.placeholders() if problems
                else WeightSource.from_option(weights_option, options.seed))
     graph = Graph(net.name or os.path.splitext(os.path.basename(path))[0])
-    b = CaffeBuilder(graph, weights, options.input_shapes, options.batch)
+    b = CaffeBuilder(graph, weights, options.input_shapes, options.batch, options.batch_probe)
     unset: set[str] = set()  # blobs whose latest writer was not converted
 
     def convert(converter: Converter, layer: pb.LayerParameter) -> None:

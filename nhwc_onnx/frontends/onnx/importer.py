@@ -9,7 +9,7 @@ from onnx import numpy_helper
 
 from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem, UsageError
 from ...ir import CORE, NCHW, Graph, Model, Value
-from ...ir.input_shapes import find_override, input_shape
+from ...ir.input_shapes import batch_symbol, find_override, input_shape, is_open
 from ...options import ConvertOptions
 from ...schemas.base import CORE_OPS, check_attr_value
 from ..base import (
@@ -166,25 +166,27 @@ class OnnxImporter:
                 raise UsageError(f"--inputs names '{name}', which is not a tensor of the model")
             if proto is None and name not in self.options.input_shapes:
                 raise InvalidModelError(f"input '{name}' is not a graph input; give its shape")
-            shape = self._resolve_shape(name, shape)
-            value = Value(name, dtype, shape, NCHW if len(shape) in (4, 5) else None)
+            override = find_override(self.options.input_shapes, name)
+            resolved = self._resolve_shape(name, shape, override)
+            value = Value(name, dtype, resolved, NCHW if len(resolved) in (4, 5) else None)
             value.meta["source_name"] = name
+            symbol = batch_symbol(shape, override, self.options.batch)
+            if symbol is not None:
+                value.meta["batch_symbol"] = symbol
             result.append(value)
         return result
 
-    def _resolve_shape(self, name: str, shape: tuple | None) -> tuple:
-        shape = input_shape(shape, find_override(self.options.input_shapes, name),
-                            self.options.batch, batch_replaces_fixed=True)
+    def _resolve_shape(self, name: str, declared: tuple | None,
+                       override: list[int] | None) -> tuple:
+        shape = input_shape(declared, override, self.options.batch,
+                            probe=self.options.batch_probe)
         if shape is None:
             raise InvalidModelError(
-                f"input '{name}' has no shape in the model; give it with input_shapes "
-                "(--input-shape NAME=1,3,224,224)")
+                f"input '{name}' has no shape in the model; give it with --input-shape "
+                f"{name}=-1,3,224,224 (-1: a symbolic batch)")
         unknown = [i for i, d in enumerate(shape) if d is None]
         if unknown:
-            raise InvalidModelError(
-                f"input '{name}' has unknown dimension(s) at axis {unknown} (shape "
-                f"{_fmt(shape)}); give the shape with input_shapes (--input-shape "
-                f"{name}=...) or the batch size with --batch")
+            raise InvalidModelError(unknown_dims_message(name, declared, override, unknown))
         if any(d < 0 for d in shape):
             raise InvalidModelError(f"input '{name}' has a negative dimension: {_fmt(shape)}")
         count = int(np.prod([max(d, 1) for d in shape], dtype=np.float64))
@@ -311,9 +313,23 @@ def _type_of(proto: onnx.ValueInfoProto) -> tuple[str, tuple | None]:
         raise InvalidModelError(f"input '{proto.name}' has an unknown element type") from None
     if not tt.HasField("shape"):
         return dtype, None
-    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+    # An open dimension keeps its name (dim_param: a symbolic batch is written back under it).
+    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                 for d in tt.shape.dim)
     return dtype, dims
 
 
 def _fmt(shape) -> str:
     return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+def unknown_dims_message(name: str, declared, override, unknown: list[int]) -> str:
+    """Open dimensions other than the batch: the --input-shape that fixes them."""
+    shown = list(declared if override is None else override)
+    text = ",".join("?" if is_open(d, i) else str(d) for i, d in enumerate(shown))
+    example = ",".join("-1" if i == 0 and is_open(d) else f"D{i}" if is_open(d, i) else str(d)
+                       for i, d in enumerate(shown))
+    return (f"input '{name}' has unknown dimension(s) at axis {unknown} (shape ({text})); "
+            f"only the batch (axis 0) may stay symbolic: give the others with --input-shape "
+            f"{name}={example} (each D a size; -1 keeps the batch symbolic, a number fixes "
+            "it)")

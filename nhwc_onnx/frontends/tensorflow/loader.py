@@ -10,7 +10,7 @@ import os
 
 from ...errors import InvalidModelError
 from ...ir import NCHW, NHWC, Graph, Model, Value
-from ...ir.input_shapes import find_override, input_shape
+from ...ir.input_shapes import batch_symbol, find_override, input_shape, is_open
 from ...options import ConvertOptions
 from ..base import Converter, convert_nodes, keeps_going, leave_stand_in
 from . import (  # noqa: F401  (importing registers the converters)
@@ -80,30 +80,40 @@ def _graph_layout(order: list[TFNode]) -> str:
     return NCHW if formats == {NCHW} else NHWC
 
 
-def _input_shape(ctx: TFContext, node: TFNode, ref: Ref) -> tuple[int, ...]:
+def _input_shape(ctx: TFContext, node: TFNode, ref: Ref
+                 ) -> tuple[tuple[int, ...], str | None]:
+    """The input's shape (a symbolic batch at its probe size) and its batch symbol, if any."""
     override = find_override(ctx.options.input_shapes, ref_name(ref),
                              ref[0] if ref[1] == 0 else None)
-    if override is not None:
-        if any(d < 0 or d > 1 << 31 for d in override):
-            raise InvalidModelError(f"--input-shape for '{node.name}' has an impossible "
-                                    f"dimension: {override}")
-        return tuple(override)
-    found, shape = node.attrs.shape("shape")
+    if override is not None and any(d > MAX_DIM for d in override):
+        raise InvalidModelError(f"--input-shape for '{node.name}' has an impossible "
+                                f"dimension: {override}")
+    found, declared = node.attrs.shape("shape")
     if not found:
         listed = node.attrs.ints("_output_shapes", []) or []
-        shape = listed[ref[1]] if ref[1] < len(listed) else None
+        declared = listed[ref[1]] if ref[1] < len(listed) else None
+    if declared is not None:  # TensorFlow writes -1 for an unknown size
+        declared = tuple(None if d is None or d < 0 else d for d in declared)
     hint = f"pass --input-shape {node.name}=<dims, comma-separated, in the graph's layout>"
-    if shape is None:
-        raise InvalidModelError(f"input '{node.name}' has an unknown rank; {hint}")
-    dims = list(input_shape(shape, None, ctx.options.batch))
-    if dims and dims[0] is None:
-        dims[0] = 1  # an open batch without --batch
-    if any(d is None for d in dims):
-        shown = "x".join("?" if d is None else str(d) for d in dims)
-        raise InvalidModelError(f"input '{node.name}' has unknown dimensions ({shown}); {hint}")
+    if declared is None and override is None:
+        raise InvalidModelError(f"input '{node.name}' has an unknown rank; {hint} (-1 first "
+                                "keeps the batch symbolic)")
+    options = ctx.options
+    dims = list(input_shape(declared, override, options.batch, probe=options.batch_probe))
+    unknown = [i for i, d in enumerate(dims) if d is None]
+    if unknown:
+        shown = override if override is not None else declared
+        text = "x".join("?" if is_open(d, i) else str(d) for i, d in enumerate(shown))
+        example = ",".join("-1" if i == 0 and is_open(d) else f"D{i}" if is_open(d, i)
+                           else str(d) for i, d in enumerate(shown))
+        raise InvalidModelError(
+            f"input '{node.name}' has unknown dimensions ({text}); only the batch (axis 0) "
+            f"may stay symbolic: give the others with --input-shape {node.name}={example} "
+            "(each D a size, in the graph's layout; -1 keeps the batch symbolic, a number "
+            "fixes it)")
     if any(d > MAX_DIM for d in dims):
         raise InvalidModelError(f"input '{node.name}' has an absurd shape {dims}")
-    return tuple(dims)
+    return tuple(dims), batch_symbol(declared, override, options.batch)
 
 
 def _make_inputs(ctx: TFContext, prepared: PreparedGraph, layout: str) -> set[str]:
@@ -113,7 +123,7 @@ def _make_inputs(ctx: TFContext, prepared: PreparedGraph, layout: str) -> set[st
         node = by_name.get(ref[0])
         if node is None:
             continue  # an input the outputs do not depend on
-        shape = _input_shape(ctx, node, ref)
+        shape, symbol = _input_shape(ctx, node, ref)
         dtype_attr = node.attrs.dtype("dtype") or node.attrs.dtype("T")
         dtype = str(dtype_attr) if dtype_attr is not None else "float32"
         name = node.name if ref[1] == 0 else ref_name(ref)
@@ -121,6 +131,8 @@ def _make_inputs(ctx: TFContext, prepared: PreparedGraph, layout: str) -> set[st
         value = Value(ctx.graph.unique_name(name), dtype, shape,
                       layout if len(shape) == 4 else None)
         value.meta["source_name"] = ref_name(ref)
+        if symbol is not None:
+            value.meta["batch_symbol"] = symbol
         ctx.graph.add_input(value)
         ctx.values[ref] = value
         names.add(node.name)

@@ -138,13 +138,13 @@ def test_keras_file_and_saved_model(tmp_path):
     for filename in ("m.keras", "m.h5"):
         path = tmp_path / filename
         model.save(path)
-        converted = load(path, ConvertOptions())
+        converted = load(path, ConvertOptions(batch=1))  # the frontend alone: a fixed batch
         name = converted.graph.inputs[0].name
         close(run_core(converted, {name: x})[converted.graph.outputs[0].name], want)
         assert converted.metadata["source_file"] == filename
     export = tmp_path / "saved"
     model.export(str(export))
-    converted = load(export, ConvertOptions())
+    converted = load(export, ConvertOptions(batch=1))
     feed = {converted.graph.inputs[0].name: x}
     close(run_core(converted, feed)[converted.graph.outputs[0].name], want)
     with pytest.raises(ModelLoadError, match="serving_default"):
