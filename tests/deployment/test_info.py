@@ -100,7 +100,7 @@ def test_a_dynamic_model_shows_its_symbols_and_exits_0(tmp_path):
     data, text = _info(unknown)
     assert data["inputs"][0]["shape"] == ["batch", 3, None, 5]
     assert data["parameters"] is None and "weights not read" in text
-    assert "  input  x: float32 batchx3x?x5" in text
+    assert "  input  x: float32 batch x 3 x ? x 5" in text
     assert data["conversion"]["status"] == "fails"
     assert "--input-shape" in data["conversion"]["reason"]
 
