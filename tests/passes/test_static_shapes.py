@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nhwc_onnx.errors import InvalidAttributeError, InvalidModelError, UsageError
+from nhwc_onnx.errors import InvalidModelError, UsageError
 from nhwc_onnx.ir import Graph, Model, Value
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext

@@ -141,8 +141,9 @@ def test_ctrl_c_at_random_moments_never_prints_a_traceback_nor_writes_after_it(t
     the batch's own result; never a traceback, a temp file or a model begun after it."""
     sources = _sources(tmp_path / "src")
     rng = random.Random(30)
-    stopped = 0
-    for trial in range(12):
+    stopped = tried = 0
+    while stopped < 6 and tried < 30:  # how fast a batch ends depends on the machine's load
+        trial, tried = tried, tried + 1
         out_dir = tmp_path / f"out{trial}"
         child = _start(sources, out_dir)
         _wait_for(out_dir.exists, child)  # the batch has started (its folder is made)
@@ -159,7 +160,7 @@ def test_ctrl_c_at_random_moments_never_prints_a_traceback_nor_writes_after_it(t
         stopped += 1
         writing = {_model_of_temp(t) for t in _temps(at_signal)}
         _assert_stopped_cleanly(child, stderr, signal.SIGINT, out_dir, at_signal | writing)
-    assert stopped >= 6, f"only {stopped} of 12 tries were stopped mid-batch"
+    assert stopped >= 6, f"only {stopped} of {tried} tries were stopped mid-batch"
 
 
 def _pending(pid: int, signum: int) -> bool:
