@@ -291,10 +291,11 @@ def check(paths: str | os.PathLike | Sequence[str | os.PathLike]
 
 def verify(source: str | os.PathLike, converted: str | os.PathLike | Model,
            options: ConvertOptions | None = None, *, feeds=None, seed: int | None = None,
-           atol: float = 1e-4, rtol: float = 1e-4, bisect: bool = False,
-           raise_on_failure: bool = False):
-    """Run source and converted model side by side on the same inputs (random ones seeded by
-    ``seed``, default ``options.seed``); a VerificationReport (see nhwc_onnx.verification)."""
+           atol: float = 1e-4, rtol: float = 1e-4, bisect: bool = False, layers: bool = False,
+           samples: int = 1, raise_on_failure: bool = False):
+    """Run source and converted model side by side on the same inputs (``samples`` of them,
+    random ones seeded by ``seed``, default ``options.seed``); ``layers`` compares every tensor
+    both compute; a VerificationReport (see nhwc_onnx.verification)."""
     from .verification import verify as _verify
 
     source = path_argument(source, "source", "the path of the source model")
@@ -307,7 +308,8 @@ def verify(source: str | os.PathLike, converted: str | os.PathLike | Model,
     fw = frameworks.get(options.framework) if options.framework else frameworks.detect(source)
     check_options_apply(fw, Path(source), options)
     return _verify(source, converted, options, feeds=feeds, seed=seed, atol=atol,
-                   rtol=rtol, bisect=bisect, raise_on_failure=raise_on_failure)
+                   rtol=rtol, bisect=bisect, layers=layers, samples=samples,
+                   raise_on_failure=raise_on_failure)
 
 
 class VerifyBeforeWrite:
@@ -316,9 +318,11 @@ class VerifyBeforeWrite:
     written. ``started()`` is called as verification starts (a progress line)."""
 
     def __init__(self, source, options: ConvertOptions, *, atol: float, rtol: float,
-                 bisect: bool = False, started: Callable[[], None] | None = None):
+                 bisect: bool = False, layers: bool = False, samples: int = 1,
+                 started: Callable[[], None] | None = None):
         self.source, self.options, self.started = source, options, started
-        self.settings = {"atol": atol, "rtol": rtol, "bisect": bisect}
+        self.settings = {"atol": atol, "rtol": rtol, "bisect": bisect, "layers": layers,
+                         "samples": samples}
         self.report = None
 
     def __call__(self, model: Model, report: ConversionReport) -> bool:

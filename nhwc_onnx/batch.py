@@ -131,10 +131,13 @@ def worker_count(jobs: int, sources: int) -> int:
 
 @dataclass(frozen=True)
 class Verification:
-    """Verify each converted model before writing it (``--verify``), with these tolerances."""
+    """Verify each converted model before writing it (``--verify``), with these tolerances
+    (and ``--layers`` / ``--samples``, whose results go to each model's report)."""
 
     atol: float
     rtol: float
+    layers: bool = False
+    samples: int = 1
 
 
 def convert_one(source: str, output: str, options: ConvertOptions,
@@ -157,7 +160,8 @@ def _convert_one(source: str, output: str, options: ConvertOptions,
     report = None if report_path is None else Path(report_path)
     try:
         check = None if verification is None else VerifyBeforeWrite(
-            source, options, atol=verification.atol, rtol=verification.rtol)
+            source, options, atol=verification.atol, rtol=verification.rtol,
+            layers=verification.layers, samples=verification.samples)
         result = convert(source, output, options, before_write=check, follow_symlinks=False)
         outcome = BatchOutcome(source, output, "ok", EXIT_OK, 0.0,
                                dialect_nodes=len(result.model.graph),

@@ -143,6 +143,11 @@ class ConversionBugError(NhwcOnnxError, RuntimeError):
     """The pipeline produced something invalid: a bug in nhwc-onnx, not in the user's model."""
 
 
+class SourceRuntimeError(ModelLoadError):
+    """The source's own runtime (TensorFlow, onnxruntime, OpenCV) cannot run the source as it
+    was converted, so there is nothing to verify against (exit 2, like a missing runtime)."""
+
+
 class VerificationError(NhwcOnnxError, AssertionError):
     """The converted model's outputs differ from the source model's beyond tolerance."""
 

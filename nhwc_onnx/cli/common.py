@@ -50,8 +50,10 @@ def echo(message: str = "", err: bool = False) -> None:
 
 
 def progress(settings: Settings, message: str) -> None:
-    """A progress line, only for a person watching a terminal."""
-    if settings.verbosity >= 0 and sys.stderr.isatty():
+    """A progress line, only for a person watching a terminal (never on a closed stderr)."""
+    from .progress import wanted
+
+    if wanted(settings.verbosity < 0):
         echo(message, err=True)
 
 
@@ -145,6 +147,23 @@ def tolerance_options(command):
                            metavar="X", help="Relative tolerance of the comparison.")(command)
     return click.option("--atol", type=NonNegativeFloat(), default=1e-4, show_default=True,
                         metavar="X", help="Absolute tolerance of the comparison.")(command)
+
+
+def verification_options(command):
+    """--layers, --samples and --html, the same for convert --verify and verify."""
+    for decorate in reversed((
+        click.option("--layers", is_flag=True,
+                     help="Also compare every tensor both models compute (a table in graph "
+                          "order; the first out of tolerance marked)."),
+        click.option("--samples", type=AT_LEAST_ONE, default=1, show_default=True,
+                     metavar="N", help="Compare on N inputs (seeded; --input files first); "
+                                       "the verdict is the worst."),
+        click.option("--html", "html_path", type=FILE, metavar="FILE",
+                     help="Write a self-contained HTML page: verdict, conversion summary, a "
+                          "plot of the per-tensor error and the table (implies --layers)."),
+    )):
+        command = decorate(command)
+    return command
 
 
 def parse_shapes(values: tuple[str, ...]) -> dict[str, list[int]]:

@@ -25,6 +25,7 @@ from .common import (
     progress,
     source_options,
     tolerance_options,
+    verification_options,
 )
 
 
@@ -71,13 +72,15 @@ from .common import (
               help="Run source and result on the same inputs and compare.")
 @click.option("--bisect", is_flag=True, help="With --verify: name the first diverging node.")
 @tolerance_options
+@verification_options
 @click.option("--jobs", type=AT_LEAST_ONE, default=1, show_default=True, metavar="N",
               help="Worker processes for several sources; capped at the number of sources and "
                    "of usable CPUs.")
 @click.pass_obj
 def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
             output_dir: str | None, report_path: str | None, no_cut: bool, do_verify: bool,
-            bisect: bool, atol: float, rtol: float, jobs: int, **params) -> None:
+            bisect: bool, atol: float, rtol: float, layers: bool, samples: int,
+            html_path: str | None, jobs: int, **params) -> None:
     """Convert TensorFlow, Caffe or ONNX models to the NHWC dialect.
 
     Nothing is written when a model cannot be converted exactly. Exit codes: 0 ok,
@@ -93,13 +96,20 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     if output and output_dir:
         raise UsageError("-o names the output file of one source, --output-dir the folder of a "
                          "batch: give one of them")
+    if not do_verify and (layers or samples != 1 or html_path):
+        given = [o for o, on in (("--layers", layers), ("--samples", samples != 1),
+                                 ("--html", html_path)) if on]
+        raise UsageError(f"{', '.join(given)} describe(s) the verification: add --verify")
     if len(sources) > 1 or output_dir:
         if output:
             raise UsageError("use --output-dir (not -o) with several sources")
         if not output_dir:
             raise UsageError("several sources need --output-dir")
+        if html_path:
+            raise UsageError("--html writes the page of one conversion; with several sources "
+                             "use --report (its verification holds the same data)")
         raise SystemExit(_convert_many(settings, sources, Path(output_dir), options, jobs,
-                                       do_verify, atol, rtol, report_path))
+                                       do_verify, atol, rtol, report_path, layers, samples))
     if not output:
         raise UsageError("missing -o/--output")
     from ..api import VerifyBeforeWrite, source_files, write_report
@@ -109,9 +119,12 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
 
     source = sources[0]
     targets = [("output", Path(output))] + ([("report", Path(report_path))] if report_path else [])
+    if html_path:
+        targets.append(("HTML page", Path(html_path)))
     plan_targets(targets, source_files(source, options))  # before the (long) conversion
     stages = StageReporter(source, wanted(settings.verbosity < 0))
     check = VerifyBeforeWrite(source, options, atol=atol, rtol=rtol, bisect=bisect,
+                              layers=layers or bool(html_path), samples=samples,
                               started=lambda: stages("verify")) if do_verify else None
     try:
         result = api_convert(source, output, options, progress=stages, before_write=check)
@@ -128,17 +141,25 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     code = EXIT_VERIFY_FAILED if verification is not None and not verification.ok else EXIT_OK
     if report_path:
         write_report(Path(report_path), report, verification)
+    if html_path and verification is not None:  # a failed verification's page too
+        from ..verification.html import write_html
+
+        write_html(Path(html_path), verification, report)
     if settings.verbosity >= 0:
         echo(format_report(report))
         if verification is not None:
             echo(format_verification(verification))
+    if verification is not None:
+        for warning in verification.warnings:
+            echo(f"Warning: {warning}", err=True)
     if code == EXIT_VERIFY_FAILED:
         echo(f"Error: verification failed, so {output} was not written", err=True)
     raise SystemExit(code)
 
 
 def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int,
-                  do_verify: bool, atol: float, rtol: float, report_path: str | None) -> int:
+                  do_verify: bool, atol: float, rtol: float, report_path: str | None,
+                  layers: bool, samples: int) -> int:
     from ..batch import Verification, convert_many, exit_code, format_table
     from .progress import BatchBar, wanted
 
@@ -155,7 +176,7 @@ def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int
     try:
         outcomes = convert_many(
             sources, out_dir, options, jobs=jobs, report_dir=report_dir,
-            verification=Verification(atol, rtol) if do_verify else None,
+            verification=Verification(atol, rtol, layers, samples) if do_verify else None,
             finished=lambda o: bar.finished(o.source, o.status, o.seconds,
                                             o.message.split("\n", 1)[0]
                                             if o.status != "ok" else ""))
@@ -178,31 +199,44 @@ def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int
 @tolerance_options
 @click.option("--bisect", "--per-node", "bisect", is_flag=True,
               help="When outputs differ, name the first node whose output diverges.")
+@verification_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Human-readable report or JSON.")
 @click.pass_obj
 def verify(settings: Settings, source: str, converted: str, input_files: tuple[str, ...],
-           atol: float, rtol: float, bisect: bool, fmt: str, **params) -> None:
+           atol: float, rtol: float, bisect: bool, layers: bool, samples: int,
+           html_path: str | None, fmt: str, **params) -> None:
     """Compare a converted model with its source on the same inputs (exit 3 if they differ)."""
+    from ..api import source_files
     from ..api import verify as api_verify
     from ..npy import load_npy
 
     options = convert_options(params)
-    feeds = None
-    if input_files:
-        feeds = {}
-        for item in input_files:
-            name, sep, file = item.partition("=")
-            if not sep:
-                raise UsageError(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
-            feeds[name] = load_npy(file)
+    inputs = []
+    for item in input_files:
+        name, sep, file = item.partition("=")
+        if not sep:
+            raise UsageError(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
+        inputs.append((name, file))
+    if html_path:  # checked before anything is read or run
+        from ..outputs import plan_targets
+
+        plan_targets([("HTML page", Path(html_path))], source_files(source, options)
+                     + [Path(converted)] + [Path(file) for _, file in inputs])
+    feeds = {name: load_npy(file) for name, file in inputs} if inputs else None
     progress(settings, "running both models ...")
     report = api_verify(source, converted, options, feeds=feeds, atol=atol, rtol=rtol,
-                        bisect=bisect)
+                        bisect=bisect, layers=layers or bool(html_path), samples=samples)
+    if html_path:
+        from ..verification.html import write_html
+
+        write_html(Path(html_path), report)
     if fmt == "json":
         echo(json.dumps(report.to_dict(), indent=2))
     else:
         echo(format_verification(report))
+        for warning in report.warnings:
+            echo(f"Warning: {warning}", err=True)
     raise SystemExit(EXIT_OK if report.ok else EXIT_VERIFY_FAILED)
 
 
@@ -284,14 +318,18 @@ def format_verification(report) -> str:
     status = "MATCH" if report.ok else "MISMATCH"
     batches = getattr(report, "batches", None)
     at = (f"; the symbolic batch at {' and '.join(map(str, batches))}" if batches else "")
+    samples = f", {report.samples} samples" if report.samples > 1 else ""
     lines = [(f"verification: {status} (atol {report.atol:g}, rtol {report.rtol:g}, "
-              f"seed {report.seed}{at})")]
+              f"seed {report.seed}{samples}{at})")]
     for c in report.outputs:
         mark = "ok " if c.within else "BAD"
-        batch = f"  (batch {c.batch})" if getattr(c, "batch", None) is not None else ""
+        where = [f"batch {c.batch}"] if getattr(c, "batch", None) is not None else []
+        where += [f"sample {c.sample}"] if report.samples > 1 else []
         lines.append(f"  {mark} {c.name}: shape {tuple(c.source_shape)}  max abs "
                      f"{c.max_abs_error:.3g}  max rel {c.max_rel_error:.3g}  cos {c.cosine:.6f}"
-                     f"{batch}")
+                     + (f"  ({', '.join(where)})" if where else ""))
+    if report.layers is not None:
+        lines += format_layers(report)
     if report.first_divergence:
         d = report.first_divergence
         if d.get("node"):
@@ -301,3 +339,32 @@ def format_verification(report) -> str:
         else:
             lines.append(f"  bisect: {d.get('reason')}")
     return "\n".join(lines)
+
+
+def format_layers(report) -> list[str]:
+    """The --layers table: one row per tensor both models compute, in graph order."""
+    layers = report.layers
+    first = report.first_failing_layer
+    bad = sum(1 for layer in layers if not layer.ok)
+    verdict = (f"{bad} out of tolerance, the first '{first.tensor.source}'" if first
+               else "all within tolerance")
+    lines = [f"layers: {len(layers)} tensors both models compute, {verdict}"]
+    if not layers:
+        return lines
+    rows = [("", "#", "tensor", "node (op)", "shape", "max abs", "max rel", "cosine")]
+    for i, layer in enumerate(layers, 1):
+        c, t = layer.comparison, layer.tensor
+        rows.append(("ok" if layer.ok else "BAD", str(i), t.source, f"{t.node} ({t.op})",
+                     "x".join(str(d) for d in c.source_shape) or "scalar",
+                     f"{c.max_abs_error:.3g}", f"{c.max_rel_error:.3g}", f"{c.cosine:.6f}"))
+    widths = [min(max(len(r[k]) for r in rows), 48) for k in range(len(rows[0]))]
+    for i, row in enumerate(rows):
+        text = "  ".join(cell.rjust(w) if k in (1, 5, 6, 7) else cell.ljust(w)
+                         for k, (cell, w) in enumerate(zip(row, widths)))
+        if first is not None and i > 0 and layers[i - 1] is first:
+            text += "  <- first out of tolerance"
+        lines.append(f"  {text.rstrip()}")
+    if report.skipped_layers:
+        lines.append(f"  not compared ({len(report.skipped_layers)}: same name, another "
+                     "shape): " + ", ".join(sorted(report.skipped_layers)))
+    return lines

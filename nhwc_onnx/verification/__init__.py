@@ -1,8 +1,11 @@
 """Prove a conversion: run the source in its own runtime and the dialect model through ours.
 
-Inputs are generated in the source layout (seeded), permuted per the recorded I/O permutations
-for the converted model, and each output is compared in the source layout. The source runs
-through its frontend's reference runner (``nhwc_onnx.frameworks``).
+Inputs are generated in the source layout (seeded; ``samples`` of them), permuted per the
+recorded I/O permutations for the converted model, and each output is compared in the source
+layout; the verdict is the worst sample's. With ``layers`` every tensor both models compute is
+compared too (``layers.py``, through the one mapping of ``tensors.py``). The source runs
+through its frontend's reference runner (``nhwc_onnx.frameworks``), cut and reshaped the way
+the conversion was (``--inputs``, ``--outputs``, ``--input-shape``, ``--batch``).
 """
 from __future__ import annotations
 
@@ -19,6 +22,11 @@ from ..ir import Model
 from ..options import ConvertOptions
 from ..serialize.keys import KEY_IO_PERMUTATIONS
 from .compare import TensorComparison, compare, to_converted_layout, to_source_layout
+from .layers import LayerComparison, compare_layers, first_divergence
+from .samples import Samples, near_constant, random_inputs, worse
+
+__all__ = ["LayerComparison", "TensorComparison", "VerificationReport", "random_inputs",
+           "verify"]
 
 
 @dataclass
@@ -28,36 +36,42 @@ class VerificationReport:
     atol: float
     rtol: float
     seed: int
-    outputs: list[TensorComparison] = field(default_factory=list)
+    outputs: list[TensorComparison] = field(default_factory=list)  # worst case per output
     first_divergence: dict | None = None  # set by bisect: the first node whose output differs
     # A symbolic batch is compared at each of these sizes (each comparison says its batch);
     # empty for a model whose batch is fixed.
     batches: list[int] = field(default_factory=list)
+    samples: int = 1
+    layers: list[LayerComparison] | None = None  # with layers=True, in execution order
+    skipped_layers: dict[str, str] = field(default_factory=dict)  # same name, other shape
+    warnings: list[str] = field(default_factory=list)
+    near_constant: list[str] = field(default_factory=list)  # outputs that hardly vary
+    summary: dict = field(default_factory=dict)  # source ops, dialect ops, layout (the page)
 
     @property
     def ok(self) -> bool:
         return all(c.within for c in self.outputs)
 
+    @property
+    def first_failing_layer(self) -> LayerComparison | None:
+        return next((layer for layer in self.layers or () if not layer.ok), None)
+
     def to_dict(self) -> dict:
         return {
             "source": self.source, "framework": self.framework, "atol": self.atol,
-            "rtol": self.rtol, "seed": self.seed, "ok": self.ok,
+            "rtol": self.rtol, "seed": self.seed, "samples": self.samples, "ok": self.ok,
             "outputs": [c.to_dict() for c in self.outputs],
             "first_divergence": self.first_divergence,
             **({"batches": list(self.batches)} if self.batches else {}),
+            "layers": None if self.layers is None else [c.to_dict() for c in self.layers],
+            "near_constant": list(self.near_constant),
+            "warnings": list(self.warnings),
         }
 
 
 # The sizes a symbolic batch is verified at: one sample, and several (distinct from the
 # other dimensions a test uses) so that a model mixing samples cannot pass.
 SYMBOLIC_BATCHES = (1, 3)
-
-
-def random_inputs(shapes: Mapping[str, tuple], seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs in [-1, 1): the range most image models are normalised to."""
-    rng = np.random.default_rng(seed)
-    return {name: rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
-            for name, shape in shapes.items()}
 
 
 def _io_permutations(model: Model) -> dict[str, list[int]]:
@@ -82,20 +96,29 @@ def verify(
     atol: float = 1e-4,
     rtol: float = 1e-4,
     bisect: bool = False,
+    layers: bool = False,
+    samples: int = 1,
     raise_on_failure: bool = False,
 ) -> VerificationReport:
     """Compare ``converted`` (a dialect file or Model) with ``source`` on the same inputs.
 
-    ``options`` are the conversion's (framework, weights, signature ...). Random inputs are
-    seeded with ``seed`` (default ``options.seed``, which also seeds ``--weights random``, as
-    the command line's one ``--seed`` does). ``feeds`` are in the source layout, keyed by the
-    converted model's input names.
+    ``options`` are the conversion's (framework, weights, signature, the cut and shapes ...).
+    Random inputs are seeded with ``seed`` (default ``options.seed``, which also seeds
+    ``--weights random``, as the command line's one ``--seed`` does). ``feeds`` are in the
+    source layout, keyed by the converted model's input names; they are the first of
+    ``samples`` inputs, the others random. ``layers`` compares every tensor both models
+    compute; ``bisect`` names the first one out of tolerance when an output is.
     """
     from ..runtime import run
 
     for name, value in (("atol", atol), ("rtol", rtol)):
         if not value >= 0:  # a negative or NaN tolerance would fail (or pass) everything
             raise UsageError(f"{value} is not a number >= 0", param_hint=name)
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise UsageError(f"{samples!r} is not a whole number >= 1", param_hint="samples")
+    if feeds is not None and not isinstance(feeds, Mapping):
+        raise TypeError(f"verify(feeds=...): expected a mapping NAME -> array, got "
+                        f"{type(feeds).__name__}")
     options = options if options is not None else ConvertOptions()
     seed = options.seed if seed is None else seed
     fw = frameworks.get(options.framework) if options.framework else frameworks.detect(source)
@@ -115,40 +138,83 @@ def verify(
         perm = perms.get(v.name)  # axis 0 stays first (the batch)
         shape = tuple(v.shape) if not perm else tuple(v.shape[i] for i in np.argsort(perm))
         shapes[v.name] = shape
+    parsed = None
     if not isinstance(converted, Model):
         from .pairing import check_pairing
 
-        check_pairing(source, fw, options, converted, model, shapes)
-    symbolic = any(isinstance(d, str) for shape in shapes.values() for d in shape[:1])
-    batches = SYMBOLIC_BATCHES if symbolic and feeds is None else (None,)
-    out_names = [v.name for v in model.graph.outputs]
-    reference = fw.reference(source, options)
-    report = VerificationReport(str(source), fw.name, atol, rtol, seed)
-    report.batches = list(batches) if symbolic and feeds is None else []
-    for batch in batches:
-        sized = {n: tuple(batch if isinstance(d, str) else d for d in shape)
-                 for n, shape in shapes.items()}
-        src_feeds = dict(feeds) if feeds is not None else random_inputs(sized, seed)
-        missing = [n for n in shapes if n not in src_feeds]
+        parsed = check_pairing(source, fw, options, converted, model, shapes)
+    if feeds is not None:
+        missing = [n for n in shapes if n not in feeds]
         if missing:
             raise ModelLoadError(f"no value given for input(s) {', '.join(missing)}")
-        raw_feeds = {n: src_feeds[n] for n in shapes}
-        ours = run(model, {n: to_converted_layout(src_feeds[n], perms.get(n)) for n in shapes})
-        src_feeds = preprocessed(model, src_feeds, perms)  # what the source sees of those inputs
-        src_out = run_source(reference, src_feeds, names, out_names)
-        comparisons = []
-        for name in out_names:
-            actual = to_source_layout(ours[name], perms.get(name))
-            comparisons.append(compare(name, src_out[name], actual, atol, rtol, batch=batch))
-        report.outputs += comparisons
-        if bisect and not all(c.within for c in comparisons) and \
-                report.first_divergence is None:
-            from .bisect import first_divergence
+    # A symbolic batch is compared at each of SYMBOLIC_BATCHES (given feeds fix their own)
+    symbolic = feeds is None and any(isinstance(shape[0], str) for shape in shapes.values()
+                                     if shape)
+    batches = SYMBOLIC_BATCHES if symbolic else (None,)
+    inputs = {batch: Samples({n: tuple(batch if isinstance(d, str) else d for d in shape)
+                              for n, shape in shapes.items()}, feeds, seed, samples)
+              for batch in batches}
+    reference = fw.reference(source, options)
+    out_names = [v.name for v in model.graph.outputs]
+    fetch = {}
+    for name in out_names:
+        fetch[name] = reference.fetch_name(name, names.get(name, name))
+        if fetch[name] is None:
+            raise ModelLoadError(f"the source '{source}' computes no tensor named "
+                                 f"'{names.get(name, name)}' (output '{name}')")
 
-            report.first_divergence = first_divergence(
-                fw, reference.tensor_names(),
-                lambda fetches, feeds=src_feeds: run_source(reference, feeds, names, fetches),
-                model, raw_feeds, perms, names, atol, rtol)
+    def source_feeds(batch: int | None, index: int) -> dict[str, np.ndarray]:
+        # what the source sees of the converted model's raw inputs (embedded preprocessing)
+        seen = preprocessed(model, inputs[batch].feeds(index), perms)
+        return {names.get(k, k): v for k, v in seen.items()}
+
+    def run_ours(batch: int | None, index: int, extra: list[str] = ()) -> dict[str, np.ndarray]:
+        return run(model, {n: to_converted_layout(x, perms.get(n))
+                           for n, x in inputs[batch].feeds(index).items()}, extra_outputs=extra)
+
+    report = VerificationReport(str(source), fw.name, atol, rtol, seed, samples=samples)
+    report.batches = list(batches) if symbolic else []
+    report.summary = _summary(model, perms, parsed)
+    worst: dict[tuple[str, int | None], TensorComparison] = {}
+    seen: dict[str, list[np.ndarray]] = {name: [] for name in out_names}
+    for batch in batches:
+        for index in range(samples):
+            ours = run_ours(batch, index)
+            theirs = reference.run(source_feeds(batch, index), [fetch[n] for n in out_names])
+            for name in out_names:
+                actual = to_source_layout(ours[name], perms.get(name))
+                c = compare(name, theirs[fetch[name]], actual, atol, rtol, batch=batch)
+                c.sample = index
+                worst[name, batch] = worse(worst.get((name, batch)), c)
+                if batch == batches[0]:  # the spread over samples, at one batch size
+                    seen[name].append(np.asarray(theirs[fetch[name]]))
+    report.outputs = [worst[name, batch] for batch in batches for name in out_names]
+    for name in out_names:
+        scale = max((float(np.abs(a).max()) for a in seen[name] if a.size
+                     and np.issubdtype(a.dtype, np.number)), default=0.0)
+        warning = near_constant(name, seen[name], atol + rtol * scale)
+        if warning:
+            report.near_constant.append(name)
+            report.warnings.append(warning)
+    del seen
+    if layers or (bisect and not report.ok):
+        from .tensors import shared_tensors
+
+        shared = shared_tensors(model, reference, names, perms, fw.source_layout)
+        # --layers: at the largest batch compared; bisect alone: where an output failed
+        failed = [c for c in report.outputs if not c.within]
+        at = failed[0].batch if failed and not layers else batches[-1]
+        # bisect alone compares the samples where an output failed, --layers all of them
+        chosen = range(samples) if layers else sorted({c.sample for c in failed
+                                                       if c.batch == at})
+        compared = compare_layers(
+            shared, chosen, lambda i, extra: run_ours(at, i, extra),
+            lambda i, fetches: reference.run(source_feeds(at, i), fetches), atol, rtol)
+        if layers:
+            report.layers = compared.result()
+            report.skipped_layers = dict(compared.skipped)
+        if bisect and not report.ok:
+            report.first_divergence = first_divergence(compared.result())
     if raise_on_failure and not report.ok:
         bad = ", ".join(c.name for c in report.outputs if not c.within)
         raise VerificationError(f"outputs differ beyond tolerance: {bad}")
@@ -183,9 +249,15 @@ def preprocessed(model: Model, feeds: Mapping[str, np.ndarray], perms: Mapping[s
     return result
 
 
-def run_source(reference, src_feeds, names, fetch_names) -> dict[str, np.ndarray]:
-    """Run the source model; feeds and results keyed by the converted model's names."""
-    feed_src = {names.get(k, k): v for k, v in src_feeds.items()}
-    fetch_src = [names.get(k, k) for k in fetch_names]
-    out = reference.run(feed_src, fetch_src)
-    return {k: out[names.get(k, k)] for k in fetch_names}
+def _summary(model: Model, perms: Mapping[str, list[int]], parsed: Model | None) -> dict:
+    """What the report page says about the conversion when no conversion report is at hand
+    (``verify`` of a file): op counts of both models and the recorded layout."""
+    summary: dict = {"dialect_ops": model.graph.op_counts(),
+                     "layout": {name: list(perm) for name, perm in sorted(perms.items())}}
+    if parsed is not None:
+        counts = dict(parsed.source_op_counts) or {}
+        if not counts:
+            for node in parsed.graph.nodes:
+                counts[node.doc or node.op] = counts.get(node.doc or node.op, 0) + 1
+        summary["source_ops"] = dict(sorted(counts.items()))
+    return summary

@@ -16,12 +16,23 @@ class TensorComparison:
     cosine: float
     within: bool
     batch: int | None = None  # the size of a symbolic batch this comparison ran at
+    tolerance: float = 0.0  # atol + rtol * max|reference|: the largest error that passes
+    sample: int = 0  # with several samples: the one this (worst) comparison comes from
 
     def to_dict(self) -> dict:
         data = asdict(self)
         if self.batch is None:
             del data["batch"]
         return data
+
+    @property
+    def severity(self) -> float:
+        """Error over tolerance (> 1: out of tolerance); how samples pick their worst case."""
+        if not self.within and self.max_abs_error <= self.tolerance:
+            return float("inf")  # a NaN or infinity where the reference has none
+        if self.tolerance > 0:
+            return self.max_abs_error / self.tolerance
+        return 0.0 if self.max_abs_error == 0 else float("inf")
 
 
 def compare(
@@ -40,9 +51,10 @@ def _compare(name: str, reference: np.ndarray, actual: np.ndarray, atol: float,
     act = np.asarray(actual, dtype=np.float64)
     if ref.shape != act.shape:
         return TensorComparison(name, list(ref.shape), list(act.shape), float("inf"),
-                                float("inf"), 0.0, False)
+                                float("inf"), 0.0, False, atol)
     if ref.size == 0:
-        return TensorComparison(name, list(ref.shape), list(act.shape), 0.0, 0.0, 1.0, True)
+        return TensorComparison(name, list(ref.shape), list(act.shape), 0.0, 0.0, 1.0, True,
+                                atol)
     finite = np.isfinite(ref) & np.isfinite(act)
     both_nan = np.isnan(ref) & np.isnan(act)
     same_nonfinite = bool(np.all((ref == act) | both_nan | finite))
@@ -55,9 +67,10 @@ def _compare(name: str, reference: np.ndarray, actual: np.ndarray, atol: float,
     a = act[finite].ravel()
     denom = float(np.linalg.norm(r) * np.linalg.norm(a))
     cosine = float(np.dot(r, a) / denom) if denom > 0 else (1.0 if max_abs == 0 else 0.0)
-    within = same_nonfinite and max_abs <= atol + rtol * scale
+    tolerance = atol + rtol * scale
+    within = same_nonfinite and max_abs <= tolerance
     return TensorComparison(name, list(ref.shape), list(act.shape), max_abs, max_rel, cosine,
-                            within)
+                            within, tolerance)
 
 
 def to_source_layout(array: np.ndarray, perm: list[int] | None) -> np.ndarray:

@@ -19,8 +19,9 @@ from ..options import ConvertOptions
 
 def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framework,
                   options: ConvertOptions, converted: str | os.PathLike, model: Model,
-                  source_layout_shapes: Mapping[str, tuple]) -> None:
-    """Raise ModelLoadError (exit 2) when ``converted`` was not converted from ``source``."""
+                  source_layout_shapes: Mapping[str, tuple]) -> Model:
+    """Raise ModelLoadError (exit 2) when ``converted`` was not converted from ``source``;
+    return the source as the frontend reads it."""
     framework = frameworks.get(framework).name
     recorded_fw = model.metadata.get("source_framework")
     recorded_file = model.metadata.get("source_file")
@@ -32,7 +33,8 @@ def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framewo
                              "verify it against the model it was converted from")
     from ..symbolic_batch import probing
 
-    parsed = frameworks.load_source(source, framework, probing(options)).graph
+    source_model = frameworks.load_source(source, framework, probing(options))
+    parsed = source_model.graph
     # Compared by source tensor: the converted file may name them otherwise (the names users
     # know, --rename); its metadata 'source_names' maps them back.
     renamed = json.loads(model.metadata.get("source_names") or "{}")
@@ -67,3 +69,4 @@ def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framewo
                 f"{origin} and does not fit '{source}': input '{name}' is "
                 f"{tuple(shape)} in the converted model (source layout), the source declares "
                 f"{tuple(declared)}")
+    return source_model

@@ -103,10 +103,7 @@ class CaffeBuilder:
                 f"layer '{layer.name}' ({layer.type}) would produce a blob of shape "
                 f"{list(shape)} ({count} values): refused as absurd")
         in_place = top in layer.bottom or top in self.blobs
-        base = top
-        if in_place:
-            base = layer.name if len(layer.top) == 1 else f"{layer.name}:{index}"
-        value = Value(self._fresh_name(base), "float32", shape)
+        value = Value(self._fresh_name(version_base(layer, index, in_place)), "float32", shape)
         value.meta["source_name"] = top
         value.meta["source_layer"] = layer.name
         value.meta["source_top"] = index
@@ -165,6 +162,16 @@ class CaffeBuilder:
         """Reserve every value name so later passes never reuse one."""
         for name in self._value_names:
             self.graph.reserve_name(name)
+
+
+def version_base(layer: pb.LayerParameter, index: int, in_place: bool) -> str:
+    """The name of the Value holding top ``index`` of ``layer`` (before a suffix that keeps
+    it unique): the top's own name, or, for an in-place layer (one writing a blob that exists
+    already), the layer's name (``layer:i`` when it has several tops). Verification maps the
+    converted model's tensors back to Caffe layers with it."""
+    if not in_place:
+        return layer.top[index]
+    return layer.name if len(layer.top) == 1 else f"{layer.name}:{index}"
 
 
 def shape_of(value: Value) -> tuple[int, ...]:

@@ -19,13 +19,14 @@ from ...options import ConvertOptions
 from ..base import Converter, convert_nodes, keeps_going, leave_stand_in, sort_problems
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder
+from .calibration import Calibration, logit_layers
 from .prototxt import inference_layers, read_prototxt
 from .registry import CHECKS, REGISTRY
 from .weights import WeightSource
 
 # Layers that create blobs from nothing (graph inputs).
-_SOURCE_LAYERS = {"Input", "Data", "ImageData", "MemoryData", "DummyData", "HDF5Data",
-                  "WindowData", "AnnotatedData"}
+SOURCE_LAYERS = {"Input", "Data", "ImageData", "MemoryData", "DummyData", "HDF5Data",
+                 "WindowData", "AnnotatedData"}
 
 
 def _describe(layer: pb.LayerParameter) -> tuple[str, str]:
@@ -76,7 +77,7 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
         if unknown:  # else no layer would be kept, and the net would seem to have no inputs
             raise UsageError(f"--outputs names {', '.join(map(repr, unknown))}, which is not a "
                              "blob of this net")
-        layers = _layers_for(layers, options.outputs)
+        layers = layers_for(layers, options.outputs)
     problems = check_layers(layers) + REGISTRY.unsupported((la.name, la.type) for la in layers)
     # A refused net is still converted, to list every layer that cannot be, but with zero
     # weights: the (possibly huge) caffemodel is read only for a net that may convert.
@@ -84,15 +85,22 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
                else WeightSource.from_option(weights_option, options.seed))
     graph = Graph(net.name or os.path.splitext(os.path.basename(path))[0])
     b = CaffeBuilder(graph, weights, options.input_shapes, options.batch, options.batch_probe)
+    if weights.random:
+        weights.calibration = Calibration(b, options.seed, logit_layers(layers))
     unset: set[str] = set()  # blobs whose latest writer was not converted
 
     def convert(converter: Converter, layer: pb.LayerParameter) -> None:
-        if not layer.bottom and layer.type not in _SOURCE_LAYERS:
+        if not layer.bottom and layer.type not in SOURCE_LAYERS:
             raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no bottom")
         if not layer.top and layer.type != "Silence":
             raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no top")
+        before = len(graph)
         converter.fn(b, layer)
         unset.difference_update(layer.top)
+        if weights.calibration is not None:
+            weights.calibration.after_layer(layer, graph.nodes[before:],
+                                            weights.generated.get(layer.name))
+            weights.calibration.release()
 
     keep_going = keeps_going(options)
 
@@ -116,6 +124,8 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
         # The layers the prototxt alone shows to be unconvertible come first: what stopped
         # the conversion run behind them may well be their consequence.
         raise UnsupportedOpError(sort_problems(problems, layers, _describe), "caffe") from None
+    finally:
+        weights.calibration = None  # its activations (and its cycle through the builder)
     if not graph.inputs:
         raise InvalidModelError(f"{path} declares no inputs (no input, Input or data layer)")
     unknown = [n for n in options.inputs or [] if n not in {v.name for v in graph.inputs}]
@@ -140,7 +150,7 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
     return model, weights
 
 
-def _layers_for(layers: list[pb.LayerParameter], outputs: list[str]) -> list[pb.LayerParameter]:
+def layers_for(layers: list[pb.LayerParameter], outputs: list[str]) -> list[pb.LayerParameter]:
     """The layers the requested output blobs depend on (with in-place layers, a blob is its
     last writer's version), so that layers after them are neither scanned nor converted."""
     needed = set(outputs)

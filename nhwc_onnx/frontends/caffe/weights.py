@@ -45,6 +45,7 @@ class WeightSource:
         self.generated: dict[str, list[np.ndarray]] = {}  # what random mode produced
         self.random_total = 0  # elements generated so far
         self.used: set[str] = set()
+        self.calibration = None  # random mode: the forward pass that calibrates (calibration.py)
 
     @classmethod
     def placeholders(cls) -> WeightSource:
@@ -74,7 +75,11 @@ class WeightSource:
             earlier = self.generated.get(layer.name)
             if earlier is not None and [a.shape for a in earlier] == [s.shape for s in specs]:
                 return earlier  # layers sharing a name share weights, as a caffemodel would
-            arrays = [self._random(spec) for spec in specs]
+            arrays = None
+            if self.calibration is not None and layer.type == "BatchNorm":
+                arrays = self.calibration.batchnorm_blobs(layer, specs[0].shape[0])
+            if arrays is None:
+                arrays = [self._random(spec) for spec in specs]
             self.generated[layer.name] = arrays
             return arrays
         if layer.name in self.by_name:
@@ -133,9 +138,9 @@ class WeightSource:
         elif spec.kind == "var":
             a = rng.uniform(0.5, 1.5, shape)
         elif spec.kind == "gamma":
-            # Below 1 on purpose: stored BatchNorm statistics do not match random activations,
-            # and gains around 1 make deep residual nets blow up (ill-conditioned outputs).
-            a = rng.uniform(0.25, 0.75, shape)
+            # Around 1: BatchNorm statistics come from the calibration's forward pass, so a
+            # normalised map keeps about unit scale through a Scale layer.
+            a = rng.uniform(0.5, 1.5, shape)
         elif spec.kind == "slope":
             a = rng.uniform(0.0, 0.5, shape)
         elif spec.kind == "scale_factor":

@@ -50,6 +50,14 @@ def encode_v1_layer(name: str, type_number: int, blobs: Sequence[np.ndarray]) ->
     return _len_field(2, body)
 
 
+def encode_caffemodel(layers: Iterable[tuple[str, str, Sequence[np.ndarray]]],
+                      net_name: str = "") -> bytes:
+    """(layer name, layer type, blobs) triples as the bytes of a modern binary NetParameter
+    (what a runtime reads from memory, e.g. OpenCV's readNetFromCaffe(buffer, buffer))."""
+    head = [_len_field(1, net_name.encode())] if net_name else []
+    return b"".join(head + [encode_layer(name, type_, blobs) for name, type_, blobs in layers])
+
+
 def write_caffemodel(
     path: str | os.PathLike,
     layers: Iterable[tuple[str, str, Sequence[np.ndarray]]],

@@ -217,12 +217,21 @@ def _infer_gemm(ctx):
     return [(m, n)]
 
 
+_GEMM_BLOCK = 1 << 22  # elements of B widened to float64 at a time
+
+
 def _gemm(attrs, xs):
     a, b = xs[0], xs[1]
     c = xs[2] if len(xs) > 2 else None
     a64 = a.astype(np.float64).T if attrs["transA"] else a.astype(np.float64)
-    b64 = b.astype(np.float64).T if attrs["transB"] else b.astype(np.float64)
-    y = attrs["alpha"] * (a64 @ b64)
+    bt = b.T if attrs["transB"] else b
+    # B widened to float64 a block of result columns at a time: a fully connected layer's
+    # 100M-element weight would otherwise cost an 800 MB copy (and seconds of page faults).
+    y = np.empty((a64.shape[0], bt.shape[1]))
+    step = max(1, _GEMM_BLOCK // max(bt.shape[0], 1))
+    for j in range(0, bt.shape[1], step):
+        y[:, j:j + step] = a64 @ bt[:, j:j + step].astype(np.float64)
+    y = attrs["alpha"] * y
     if c is not None:
         y = y + attrs["beta"] * c.astype(np.float64)
     return y.astype(a.dtype)

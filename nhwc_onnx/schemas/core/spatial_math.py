@@ -128,7 +128,9 @@ def conv(attrs: dict, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.
         for j in range(kw):
             patch = xg[:, :, :, i * dh: i * dh + (oh - 1) * sh + 1: sh,
                        j * dw: j * dw + (ow - 1) * sw + 1: sw]
-            out += np.einsum("ngchw,gmc->ngmhw", patch, wg[:, :, :, i, j])
+            # one matrix product per group (BLAS): the einsum's sums, several times faster
+            out += np.matmul(wg[None, :, :, :, i, j],
+                             patch.reshape(n, group, cg, oh * ow)).reshape(out.shape)
     out = out.reshape(n, m, oh, ow)
     if b is not None:
         out += b.astype(np.float64).reshape(1, m, 1, 1)
