@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from typing import TextIO
 
 import click
 
@@ -49,10 +50,17 @@ def echo(message: str = "", err: bool = False) -> None:
     stream.flush()
 
 
+def wanted(quiet: bool = False, stream: TextIO | None = None) -> bool:
+    """Whether progress lines are for a person: not quiet, and the stream is a terminal."""
+    stream = stream or sys.stderr
+    try:
+        return not quiet and stream.isatty()
+    except (AttributeError, ValueError):  # closed or not a real stream
+        return False
+
+
 def progress(settings: Settings, message: str) -> None:
     """A progress line, only for a person watching a terminal (never on a closed stderr)."""
-    from .progress import wanted
-
     if wanted(settings.verbosity < 0):
         echo(message, err=True)
 

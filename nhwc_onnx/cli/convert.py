@@ -115,7 +115,8 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     from ..api import VerifyBeforeWrite, source_files, write_report
     from ..api import convert as api_convert
     from ..outputs import plan_targets
-    from .progress import StageReporter, wanted
+    from .common import wanted
+    from .progress import StageReporter
 
     source = sources[0]
     targets = [("output", Path(output))] + ([("report", Path(report_path))] if report_path else [])
@@ -161,7 +162,8 @@ def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int
                   do_verify: bool, atol: float, rtol: float, report_path: str | None,
                   layers: bool, samples: int) -> int:
     from ..batch import Verification, convert_many, exit_code, format_table
-    from .progress import BatchBar, wanted
+    from .common import wanted
+    from .progress import BatchBar
 
     report_dir = None
     if report_path:

@@ -11,14 +11,6 @@ from typing import TextIO
 from .common import printable
 
 
-def wanted(quiet: bool = False, stream: TextIO | None = None) -> bool:
-    stream = stream or sys.stderr
-    try:
-        return not quiet and stream.isatty()
-    except (AttributeError, ValueError):  # closed or not a real stream
-        return False
-
-
 class StageReporter:
     """``report(stage)`` prints ``[  0.52 s] passes ...`` when a stage starts; a no-op when
     disabled. Passed to ``api.convert(progress=...)``."""
