@@ -258,3 +258,51 @@ def square(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
     become(node, "Mul", [x, x])
     return True
+
+
+# Constant exponents with a dialect form: x^1 = x and x^2 = x * x are bit-exact (x * x is the
+# correctly rounded square: onnxruntime computes it for a one-valued exponent, TensorFlow's
+# graph optimiser rewrites Pow(x, 2) as Square); x^3 = (x * x) * x rounds twice (within 2 ulps
+# of the exact cube; onnxruntime and TensorFlow's optimiser compute these two products too).
+POWERS = (1, 2, 3)
+
+
+def pow_exponent(node: Node) -> int | None | str:
+    """The one exponent of ``Pow`` when it is constant and in ``POWERS``; None when the exponent
+    is not a constant (yet); otherwise why there is no dialect form."""
+    values = const_of(node.input(1))
+    if values is None:
+        return None
+    values = np.unique(np.asarray(values, np.float64))
+    if values.size == 1 and values[0] in POWERS:  # 2.0000001 in float64 is not 2
+        return int(values[0])
+    shown = ", ".join(f"{v:.9g}" for v in values[:4]) + (", ..." if values.size > 4 else "")
+    return (f"exponent {shown}: only a constant exponent 1, 2 or 3 (x, x*x, x*x*x) has a dialect "
+            "form (0.5 would need a square root, negative ones a reciprocal)")
+
+
+def power(graph: Graph, node: Node, ctx: PassContext) -> bool:
+    """Pow with a constant exponent of 1, 2 or 3 (the same for every element) as products."""
+    if node.input(1) is None or not node.input(1).is_const:
+        return refuse(ctx, node, "the exponent is computed at run time: no dialect op raises "
+                      "to a tensor's power")
+    k = pow_exponent(node)
+    if isinstance(k, str):
+        return refuse(ctx, node, k)
+    if k == 3 and rounding.strict(ctx):
+        return refuse(ctx, node, rounding.refusal("cube_multiply"))
+    out = tuple(node.output.shape)
+    x = broadcast_to(graph, node.input(0), out, f"{node.name}/base", MAX_MATERIALISED_BYTES)
+    if x is None:
+        return refuse(ctx, node, f"cannot broadcast the base {tuple(node.input(0).shape)} to "
+                      f"{out} exactly")
+    if k == 1:
+        become(node, "Reshape", [x, const(graph, np.array(out, np.int64), f"{node.name}/shape",
+                                          np.int64)])
+    elif k == 2:
+        become(node, "Mul", [x, x])
+    else:
+        squared = emit(graph, "Mul", [x, x], None, f"{node.name}/square", out)
+        become(node, "Mul", [squared, x])
+        rounding.record(ctx, node, "cube_multiply")
+    return True

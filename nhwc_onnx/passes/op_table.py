@@ -108,6 +108,14 @@ def _read_by_no_where(node: Node, runtime) -> str | None:
     return None
 
 
+def _no_product_form(node: Node, runtime) -> str | None:
+    """Pow: a run-time exponent, or a constant one other than 1, 2 or 3."""
+    if runtime(node.input(1)):
+        return "the exponent is computed at run time: no dialect op raises to a tensor's power"
+    found = legalize.pow_exponent(node)
+    return found if isinstance(found, str) else None
+
+
 def _not_exp_minus_one(node: Node, runtime) -> str | None:
     """Exp: only inside alpha * (Exp(x) - 1) of an ELU idiom."""
     if not all(user.op in ("Sub", "Add") and index == 0 for user, index in node.output.uses()):
@@ -174,6 +182,10 @@ TABLE: dict[str, Lowering] = {
                                                   "has no dialect form")),
     "Neg": Lowering(ALWAYS, ("Scale",), legalize=legalize.neg),
     "Square": Lowering(ALWAYS, ("Mul",), legalize=legalize.square),
+    "Pow": Lowering(WHEN, ("Mul", "Reshape", "UpSampling2D"),
+                    "the exponent is a constant 1, 2 or 3 (x, x*x, x*x*x; the cube within 2 "
+                    "float32 ulps, refused by --strict); 0.5, negative and other exponents have "
+                    "no dialect form", legalize=legalize.power, refuted=_no_product_form),
     "SquaredDifference": Lowering(WHEN, ("Add", "Scale", "Mul", "UpSampling2D", "Reshape"),
                                   _BROADCAST, legalize=legalize.squared_difference),
     "Min": Lowering(ALWAYS, ("Relu6", "Max", "Scale"), select=select_ops.min_op,
@@ -280,7 +292,6 @@ TABLE: dict[str, Lowering] = {
     "LogSoftmax": _never("no dialect op computes a logarithm"),
     "Softplus": _never("no dialect op computes log(1 + exp(x))"),
     "Erf": _never("no dialect op computes the error function"),
-    "Pow": _never("no dialect op raises to a power"),
     "ReduceProd": _never("no dialect op multiplies along an axis"),
     **{op: _never("no dialect op rounds to integers") for op in ("Floor", "Ceil", "Round")},
     "Sign": _never("no dialect op computes the sign"),

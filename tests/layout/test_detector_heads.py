@@ -206,7 +206,7 @@ def test_yolov5_head_layout_keeps_its_own_permute_and_anchors_attrs_output(batch
     """The permute's result is wanted in source order by the final view to (N, anchors,
     attrs) - a rank-3 tensor that is no N,C,L map and keeps its order - so the Permute is
     remapped to move the stored N,H,W,na*no map there: one Transpose per level, the source's
-    own. (Checked on the core graph: the head's Pow(x, 2) has no dialect form yet.)"""
+    own. Checked on the core graph, then through the dialect conversion (Pow(x, 2) is x * x)."""
     model = _yolov5_head(batch)
     feeds = random_feeds(model)
     want = run_ort(model, feeds)["output"]
@@ -220,6 +220,7 @@ def test_yolov5_head_layout_keeps_its_own_permute_and_anchors_attrs_output(batch
     assert notes(ctx, "Transpose_t0") == [
         ("Transpose perm [0, 1, 3, 4, 2] -> [0, 3, 1, 2, 4] on the stored layout, storing its "
          "result with permutation [0, 1, 2, 3, 4] as its readers want it")]
-    with pytest.raises(UnsupportedOpError) as refused:  # only the Pow, nothing of the layout
-        dialect(model)
-    assert {p.op for p in refused.value.problems} == {"Pow"}
+    # the whole dialect conversion: the head's Pow(x, 2) is x * x, the layout stays as above
+    ours, ctx = check_against_ort(model, {"p0": NHWC, "p1": NHWC, "output": None})
+    assert transposes(ours) == 2
+    assert [d.node for d in ctx.decisions if d.data.get("op") == "Pow"] == ["Pow_whp0", "Pow_whp1"]

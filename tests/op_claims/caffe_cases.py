@@ -136,7 +136,7 @@ CASES: dict[str, Case] = {
     "Permute": Case(one("Permute", "permute_param { order: 0 order: 2 order: 3 order: 1 }")),
     "Pooling": Case(one("Pooling", "pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 }"),
                     refused=one("Pooling", "pooling_param { pool: STOCHASTIC kernel_size: 2 }")),
-    "Power": Case(one("Power", "power_param { power: 2 scale: 0.5 shift: 1.5 }"),
+    "Power": Case(one("Power", "power_param { power: 3 scale: 0.5 shift: 1.5 }"),
                   refused=one("Power", "power_param { power: 0.5 shift: 2 }")),
     "Reshape": Case(one("Reshape", "reshape_param { shape { dim: 0 dim: 3 dim: -1 } }")),
     "Scale": Case(one("Scale", "scale_param { bias_term: true }")),

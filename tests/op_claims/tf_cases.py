@@ -244,7 +244,8 @@ CASES: dict[str, Case] = {
     **{op: Case(graph(lambda tf, r, x, op=op: getattr(r, op)(
         x=x, y=const(tf, rand(3, low=0.5, high=2.0), "d"), name=NODE)),
         refused=binary(op)) for op in ("RealDiv", "Div")},
-    "Pow": Case(refused=graph(lambda tf, r, x: r.Pow(x=x, y=const(tf, np.float32(2.5), "e"),
+    "Pow": Case(graph(lambda tf, r, x: r.Pow(x=x, y=const(tf, np.float32(2), "e"), name=NODE)),
+                refused=graph(lambda tf, r, x: r.Pow(x=x, y=const(tf, np.float32(0.5), "e"),
                                                      name=NODE))),
     **{op: Case(refused=as_float(lambda tf, r, x, x2, op=op: getattr(r, op)(
         x=x, y=x2, name=NODE), {"x": X4, "x2": X4})) for op in ("Equal", "Less")},

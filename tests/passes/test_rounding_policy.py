@@ -115,6 +115,36 @@ def test_reduce_sum_within_its_bound(data):
     assert ulps(run_dialect(model, x), exact) < bound("reduce_sum_scale")
 
 
+# -- Pow(x, 3) as (x * x) * x; Pow(x, 2) as x * x is bit-exact ------------------------------------
+def _pow_model(exponent):
+    b = Builder(SHAPE)
+    return b.model(b.op("Pow", [b.x, b.const(np.float32(exponent), "e")], SHAPE, name="pow"))
+
+
+cube_bases = st.floats(-2.0 ** 40, 2.0 ** 40, allow_nan=False, allow_subnormal=False, width=32).filter(
+    lambda v: v == 0 or abs(v) > 2.0 ** -40)  # the cube stays a normal float32
+
+
+@SETTINGS
+@given(x=st.lists(cube_bases, min_size=SIZE, max_size=SIZE))
+def test_cube_within_its_bound(x):
+    x = np.array(x, np.float32).reshape(SHAPE)
+    model = _pow_model(3)
+    assert rounding_kinds(convert(model)) == ["cube_multiply"]
+    exact = x.astype(np.float64) ** 3
+    assert ulps(run_dialect(model, x), exact) < bound("cube_multiply")
+
+
+@SETTINGS
+@given(x=st.lists(floats, min_size=SIZE, max_size=SIZE))
+def test_square_is_bit_exact_and_allowed_under_strict(x):
+    x = np.array(x, np.float32).reshape(SHAPE)
+    model = _pow_model(2)
+    assert rounding_kinds(convert(model, strict=True)) == []
+    correctly_rounded = (x.astype(np.float64) ** 2).astype(np.float32)  # exact in float64
+    assert np.array_equal(run_dialect(model, x), correctly_rounded)
+
+
 # -- average excluding padding, asymmetric windows: Pad + VALID average * ratio map ------------
 POOL_IN, POOL_OUT = (1, 6, 7, 4), (1, 3, 4, 4)
 
@@ -143,6 +173,7 @@ def test_exclude_padding_average_within_its_bound(values, exponent):
     (lambda: _mean_model(3), "mean_scale"),
     (_reduce_sum_model, "reduce_sum_scale"),
     (_avg_model, "average_divisor_ratio"),
+    (lambda: _pow_model(3), "cube_multiply"),
 ])
 def test_strict_refuses_every_rounding_level_rewrite(build, kind):
     with pytest.raises(UnsupportedOpError) as info:
@@ -155,4 +186,4 @@ def test_strict_refuses_every_rounding_level_rewrite(build, kind):
 
 def test_every_rewrite_kind_is_tested_here():
     assert set(ROUNDING_REWRITES) == {"reciprocal_multiply", "mean_scale", "reduce_sum_scale",
-                                      "average_divisor_ratio"}
+                                      "average_divisor_ratio", "cube_multiply"}

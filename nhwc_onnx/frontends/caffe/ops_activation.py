@@ -86,9 +86,9 @@ def convert_swish(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Power", emits=("Mul", "Add", "Square", "Identity"), converts="when",
-           condition="power is 1 or 2 (a square root, reciprocal or other power has no dialect "
-                     "form)",
+@converter("Power", emits=("Mul", "Add", "Square", "Pow", "Identity"), converts="when",
+           condition="power is 1, 2 or 3 (3: x*x*x within 2 float32 ulps, refused by "
+                     "--strict); a square root, reciprocal or other power has no dialect form",
            doc="(shift + scale*x)^power with Mul/Add/Pow (Sqrt/Reciprocal/Square)")
 def convert_power(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.power_param

@@ -136,9 +136,11 @@ def _batch_statistics(b: CaffeBuilder, layer: pb.LayerParameter, x: Value, shape
     b.bind(layer, [top])
 
 
-@converter("LRN", emits=("Mul", "AveragePool", "Conv", "Add", "Pow", "Div"),
-           doc="Local response normalisation as core ops, like ONNX LRN (x^-beta of a "
-                      "tensor then has no dialect form: refused there with the same reason)")
+@converter("LRN", emits=("Mul", "AveragePool", "Conv", "Add", "Pow", "Div"), converts="never",
+           condition="x / (k + alpha/n * window sum of x^2)^beta divides by a tensor computed "
+                     "at run time",
+           doc="Local response normalisation as core ops, like ONNX LRN (refused there with "
+               "the same reason)")
 def convert_lrn(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     """ACROSS_CHANNELS: the windowed sum of squares over channels is a 1x1 convolution with a
     banded 0/1 weight, exactly as the ONNX converter builds it; WITHIN_CHANNEL: Caffe's average

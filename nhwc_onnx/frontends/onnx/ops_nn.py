@@ -311,7 +311,9 @@ def depth_to_space(ctx: NodeCtx, node: onnx.NodeProto) -> None:
              {"blocksize": _blocksize(ctx), "mode": mode, "data_format": "NCHW"})
 
 
-@REGISTRY.register("LRN", emits=("Mul", "Conv", "Add", "Pow", "Div"))
+@REGISTRY.register("LRN", emits=("Mul", "Conv", "Add", "Pow", "Div"), converts="never",
+                   condition="x / (bias + alpha/size * window sum of x^2)^beta divides by a "
+                             "tensor computed at run time")
 def lrn(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Local response normalisation across channels, as core ops: the windowed sum of squares
     is a 1x1 convolution with a banded 0/1 weight (window [c - (size-1)//2, c + size//2])."""

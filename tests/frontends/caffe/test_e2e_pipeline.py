@@ -54,7 +54,7 @@ def check_e2e(tmp_path: Path, text: str, tol: float = 1e-4, keep_layout=()):
 # Core ops the dialect has no exact form for (yet): the pipeline must refuse them by name
 # (exact or refuse), or, once it learns them, match OpenCV.
 MAY_BE_REFUSED = {
-    "bnll": "Softplus", "power_cube": "Pow",
+    "bnll": "Softplus",
     "interp_size": "Resize", "interp_zoom": "Resize",  # non-integer align-corners factors
     "softmax": "Softmax", "softmax_axis2": "Softmax",  # softmax over a non-last 4-D axis
     "batchnorm_batch_statistics": "Div Sqrt",
@@ -104,3 +104,13 @@ def test_small_residual_net_through_pipeline(tmp_path):
         + layer("fc", "InnerProduct", ["gap"], ["fc"], "inner_product_param { num_output: 5 }")
         + layer("prob", "Softmax", ["fc"], ["prob"]), shape=(2, 3, 23, 19))
     check_e2e(tmp_path, text)
+
+
+@pytest.mark.parametrize("power", ["2.0001", "1.9999", "2.5"])
+def test_power_near_two_is_refused_naming_the_layer(tmp_path, power):
+    """Only power 1, 2 or 3 becomes products; a nearby power must not become x * x."""
+    text = net(layer("r", "Power", ["data"], ["r"], f"power_param {{ power: {power} scale: 0.5 }}"))
+    with pytest.raises(UnsupportedOpError) as refused:
+        check_e2e(tmp_path, text)
+    assert [(p.node, p.op) for p in refused.value.problems] == [("r", "Pow")], refused.value
+    assert "exponent" in refused.value.problems[0].reason
