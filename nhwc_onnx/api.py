@@ -96,6 +96,9 @@ def convert(
     with ``follow_symlinks=False`` (an output name derived by a batch) the link is replaced.
     """
     stage = progress or (lambda _name: None)
+    import logging  # here, not at the top: ``check`` imports this module and logs nothing
+
+    log = logging.getLogger("nhwc_onnx.convert")
     from . import symbolic_batch
     from .passes import PassContext
     from .passes.pipeline import to_dialect
@@ -123,7 +126,10 @@ def convert(
         name_graph_io(model, options.rename)
         t1 = time.perf_counter()
         report.timings["load"] = t1 - t0
+        log.info("load %s (%s): %.3f s", src, fw.name, t1 - t0)
         report.source_ops = _source_op_counts(model)
+        log.debug("loaded %d core nodes from %d source nodes", len(model.graph),
+                  sum(report.source_ops.values()))
         source_names = {v.name: v.meta.get("source_name", v.name)
                         for v in model.graph.inputs + model.graph.outputs}
         symbols = symbolic_batch.probed_inputs(model)
@@ -153,6 +159,7 @@ def convert(
         raise
     t2 = time.perf_counter()
     report.timings["passes"] = t2 - t1
+    log.info("passes and validation: %.3f s, %d dialect nodes", t2 - t1, len(model.graph))
     report.target_ops = model.graph.op_counts()
     report.decisions = [d.to_dict() for d in ctx.decisions]
     report.warnings = list(ctx.warnings)
@@ -187,9 +194,11 @@ def convert(
         save(model, output, domain=options.domain,
              weights_as_constants=options.weights_as_constants, follow_symlinks=follow_symlinks)
         report.timings["write"] = time.perf_counter() - t2
+        log.info("write %s: %.3f s", output, report.timings["write"])
     else:
         report.output = None
     report.timings["total"] = time.perf_counter() - t0
+    log.info("done: %.3f s in all", report.timings["total"])
     stage("done")
     return ConversionResult(model, report, str(output) if write else None)
 

@@ -25,7 +25,7 @@ from ..errors import (
     UsageError,
 )
 from ..spelling import closest_name
-from .common import Settings, echo, printable
+from .common import Settings, echo
 from .process import (
     GC_YOUNG_ALLOCATIONS,
     IMPORTED_BEFORE_DISPATCH,
@@ -177,21 +177,9 @@ COMMANDS_THAT_NEVER_LOG = frozenset({"check"})
 
 
 def configure_logging(quiet: bool, verbose: int, debug: bool) -> None:
-    import logging
+    from .logs import configure_logging as configure
 
-    level = logging.DEBUG if debug or verbose >= 2 else logging.INFO if verbose == 1 else (
-        logging.ERROR if quiet else logging.WARNING
-    )
-    class PrintableFormatter(logging.Formatter):
-        """Log lines quote names from the model: escaped like every printed line."""
-
-        def format(self, record: logging.LogRecord) -> str:
-            return printable(super().format(record))
-
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
-    logging.getLogger("nhwc_onnx").setLevel(level)
+    configure(quiet, verbose, debug)
 
 
 def run_command(args: list[str]) -> int | str | None:

@@ -104,6 +104,7 @@ class PassManager:
     def run(self, model: Model, ctx: PassContext) -> Model:
         for p in self.passes:
             before = len(model.graph)
+            decided = len(ctx.decisions)
             start = time.perf_counter()
             try:
                 result = p.call(model, ctx)
@@ -111,8 +112,19 @@ class PassManager:
                 raise
             except Exception as exc:  # a bug in a pass: say which one
                 raise ConversionBugError(f"internal error in pass '{p.name}': {exc!r}") from exc
-            self.stats.append(
-                PassStat(p.name, time.perf_counter() - start, result.modified, before,
-                         len(model.graph))
-            )
+            stat = PassStat(p.name, time.perf_counter() - start, result.modified, before,
+                            len(model.graph))
+            self.stats.append(stat)
+            log.info("pass %s: %.3f s", p.name, stat.seconds)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("pass %s: %d -> %d nodes, %s; decisions: %s", p.name, before,
+                          stat.nodes_after, "changed" if result.modified else "unchanged",
+                          _by_kind(ctx.decisions[decided:]) or "none")
         return model
+
+
+def _by_kind(decisions: list[Decision]) -> str:
+    counts: dict[str, int] = {}
+    for d in decisions:
+        counts[d.kind] = counts.get(d.kind, 0) + 1
+    return ", ".join(f"{kind} x{n}" for kind, n in sorted(counts.items()))

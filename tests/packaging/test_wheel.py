@@ -28,7 +28,7 @@ EXAMPLE = ROOT / "examples" / "onnx" / "small_nchw.onnx"
 def _run(args, cwd, timeout=300):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     return subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="module")
