@@ -171,3 +171,27 @@ def test_readme_hook_snippets_use_the_published_hook():
     assert {h["id"] for h in hooks} == {hook["id"]}
     local = next(r for c in configs for r in c["repos"] if r["repo"] == "local")["hooks"][0]
     assert local["entry"] == hook["entry"] and local["files"] == hook["files"]
+
+
+def test_readme_hook_rev_is_a_commit_of_this_repository_or_the_explained_placeholder():
+    """README showed `rev: v0.1.0`, a tag that does not exist (issue 30): pre-commit then fails
+    to clone. The rev must resolve in this repository, or be the placeholder the README tells
+    how to fill (`git rev-parse HEAD`)."""
+    import re
+
+    import yaml
+
+    section = (REPO / "README.md").read_text().split("\n## Use in CI\n", 1)[1].split("\n## ")[0]
+    configs = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)]
+    (remote,) = [r for c in configs for r in c["repos"] if r["repo"] != "local"]
+    rev = str(remote["rev"])
+    if rev != "COMMIT_SHA":
+        found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                               cwd=REPO, capture_output=True, text=True, check=False)
+        assert found.returncode == 0, f"README's rev {rev!r} is no commit or tag of this repository"
+    else:
+        assert "`git rev-parse HEAD`" in section and "`rev:`" in section
+    hook = _hook_definition()
+    assert [h["id"] for h in remote["hooks"]] == [hook["id"]]
+    command = hook["entry"].split()[0]
+    assert (Path(sys.executable).parent / command).is_file(), f"{command} is not installed"
