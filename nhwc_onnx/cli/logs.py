@@ -7,6 +7,7 @@ import sys
 
 from .common import printable  # names read from a model must not drive the terminal
 
+
 class PrintableFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         return printable(super().format(record))
