@@ -1,5 +1,5 @@
-"""The README's promises: its two commands are the Makefile's, its CLI reference and Python
-example match the code."""
+"""The README's promises: its make commands are the Makefile's, its CLI reference (and
+docs/cli.md's) and Python example match the code."""
 from __future__ import annotations
 
 import os
@@ -30,12 +30,12 @@ def _makefile_user_targets() -> set[str]:
     return set(phony)
 
 
-def test_quick_start_commands_are_exactly_the_makefile_targets():
-    blocks = _code_blocks(_section("Quick start"), "sh")
-    assert len(blocks) == 1
-    commands = [line.strip() for line in blocks[0].splitlines() if line.strip()]
-    assert commands == ["make demo", "make test"]
-    assert {f"make {t}" for t in _makefile_user_targets()} == set(commands)
+def test_install_names_exactly_the_makefile_targets():
+    """The make commands the README offers (in Install; the install commands themselves are
+    checked against the Makefile's recipes in test_readme_commands.py) are its user targets."""
+    named = re.findall(r"`(make \w+)`", _section("Install"))
+    assert sorted(set(named)) == ["make demo", "make test"]
+    assert {f"make {t}" for t in _makefile_user_targets()} == set(named)
 
 
 def test_ci_runs_the_readme_test_command():
@@ -47,18 +47,25 @@ def test_ci_runs_the_readme_test_command():
     assert lines[-1] == "make test"
 
 
-def test_cli_reference_documents_exactly_the_existing_commands():
-    reference = _section("Command line")
-    documented = set(re.findall(r"^### `nhwc-onnx (\w+)", reference, flags=re.MULTILINE))
+def _assert_documents_every_command_and_option(reference: str, heading: str) -> None:
+    documented = set(re.findall(rf"^{heading} `nhwc-onnx (\w+)", reference, flags=re.MULTILINE))
     assert documented == set(COMMANDS)
     for name in COMMANDS:
-        section = _section("Command line").split(f"### `nhwc-onnx {name}", 1)[1].split("###")[0]
+        section = reference.split(f"{heading} `nhwc-onnx {name}", 1)[1].split(f"\n{heading} ")[0]
         for param in get_command(name).params:
             if getattr(param, "hidden", False):  # kept only for old command lines
                 continue
             for opt in param.opts + param.secondary_opts:
                 if opt.startswith("--") and opt != "--help":
                     assert opt in section, (name, opt)
+
+
+def test_cli_reference_documents_exactly_the_existing_commands():
+    """README's short reference and docs/cli.md's full one both name every command and, in its
+    section, every option."""
+    _assert_documents_every_command_and_option(_section("Command line"), "###")
+    full = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    _assert_documents_every_command_and_option(full, "##")
 
 
 def test_every_argument_of_every_command_has_help():
