@@ -35,7 +35,7 @@ N = TypeVar("N")
 
 # Largest source graph converted (nodes, Caffe layers, inlined function bodies included).
 # Conversion is linear but costs about a millisecond per node: bigger inputs are refused up
-# front, before the heavy work, instead of running for many minutes (README: "Limits").
+# front, before the heavy work, instead of running for many minutes (docs/cli.md: "Limits").
 MAX_SOURCE_NODES = 100_000
 
 

@@ -1,6 +1,6 @@
 """How ``--input-shape`` and ``--batch`` set the shape of one graph input: written once.
 
-The rule (README, ``convert -h``): ``--input-shape NAME=D1,D2,...`` gives an input's whole
+The rule (docs/cli.md, ``convert -h``): ``--input-shape NAME=D1,D2,...`` gives an input's whole
 shape, in the source's layout; its first entry may be -1, a symbolic batch. ``--batch N`` then
 sets axis 0 of every graph input to N, whatever the source declares. Without ``--batch`` a
 symbolic batch stays symbolic and a fixed one stays fixed.
