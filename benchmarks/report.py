@@ -117,7 +117,7 @@ def commands_table(commands: dict) -> str:
 
 
 def markdown_table(results: dict) -> str:
-    """The README table: one row per model; time = median (min-max) seconds, RSS = peak MB."""
+    """The table of docs/benchmarks.md: one row per model; time = median (min-max) seconds, RSS = peak MB."""
     m = results["machine"]
     lines = [
         (f"Measured {results['date']} on {m['cpu']} ({m['cores']} cores, "

@@ -1,4 +1,4 @@
-"""The layout contract at the graph boundary (README "Layout at the graph boundary"), ONNX:
+"""The layout contract at the graph boundary (docs/layout.md), ONNX:
 every rank-4 input/output is NHWC whatever ops follow, with zero layout Transposes; numbers
 checked against onnxruntime on the source model."""
 from __future__ import annotations

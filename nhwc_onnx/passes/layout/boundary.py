@@ -1,4 +1,4 @@
-"""The layout contract at the graph boundary (README "Layout at the graph boundary").
+"""The layout contract at the graph boundary (docs/layout.md).
 
 Graph inputs: every channels-first image input (rank 4/5 of an NCHW-convention source, and an
 N,C,L map read by 1-D convolutions) is stored channels-last, whichever ops follow, with its
@@ -42,7 +42,7 @@ def keep_layout_names(model: Model, ctx: PassContext) -> set[str]:
 def seed_inputs(state: LayoutWalk, model: Model, keep: set[str]) -> list[Value]:
     """Store every channels-first image input (rank 4/5 of an NCHW-convention source) NHWC.
 
-    The layout contract (README "Layout at the graph boundary"): the decision does not depend
+    The layout contract (docs/layout.md): the decision does not depend
     on which ops follow. Exceptions, each recorded: an input the user keeps (--keep-layout); one
     the source itself transposes to NCHW first (only read by Transpose(0,3,1,2)): it is NHWC
     already and that Transpose disappears; one read only as a batch of matrices (MatMul).
