@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..errors import UsageError
 from ..options import SYMBOLIC  # an --input-shape entry: a symbolic batch
 
 DEFAULT_SYMBOL = "N"  # the batch's name when the source gives none
@@ -40,11 +41,18 @@ def is_open(dim, axis: int = 0) -> bool:
 
 def input_shape(declared: Sequence[int | str | None] | None,
                 override: Sequence[int] | None = None, batch: int | None = None, *,
-                probe: int | None = None) -> tuple[int | None, ...] | None:
+                probe: int | None = None, name: str | None = None
+                ) -> tuple[int | None, ...] | None:
     """The shape of one graph input: the override when given, else the declared shape (None:
     unknown rank). ``batch`` then sets axis 0; without it an open axis 0 takes ``probe`` (the
     size a symbolic batch has in one probe conversion) or stays None. Every other open
-    dimension is None."""
+    dimension is None. An override of another rank than the declared one is a UsageError
+    (the model would be converted for an input it does not take)."""
+    if override is not None and declared is not None and len(override) != len(declared):
+        shown = "x".join("?" if is_open(d, i) else str(d) for i, d in enumerate(declared))
+        raise UsageError(f"{name or 'the input'}={','.join(map(str, override))} gives "
+                         f"{len(override)} dimension(s), but the input has rank "
+                         f"{len(declared)} ({shown})", param_hint="--input-shape")
     if override is not None:
         shape: list = list(override)
     elif declared is not None:

@@ -43,6 +43,25 @@ def test_a_name_the_model_does_not_have_is_a_usage_error(fmt, mistake, says, sou
     assert not (tmp_path / "m.onnx").exists()
 
 
+@pytest.mark.parametrize("fmt, given", [("onnx", "x=2,3,7"), ("tf", "x=2,7,5,3,1"),
+                                         ("caffe", "data=2,105")])
+def test_an_input_shape_of_another_rank_is_a_usage_error(fmt, given, sources, invoke,
+                                                         tmp_path):
+    """Each source declares a rank-4 input; a shape of rank 3 or 5 converted a model for an
+    input it does not take (ONNX, Caffe) or failed later inside a node (TF: MatMul inner
+    dimensions differ, exit 1)."""
+    source, extra = sources[fmt]
+    result = invoke("convert", source, *extra, "-o", tmp_path / "m.onnx", "--input-shape", given)
+    err = _usage_error(result)
+    assert f"{given} gives {len(given.split(','))} dimension(s), but the input has rank 4" in err
+    assert not (tmp_path / "m.onnx").exists()
+    name = given.split("=")[0]
+    right = {"onnx": "2,3,7,5", "tf": "2,7,5,3", "caffe": "2,3,7,5"}[fmt]
+    ok = invoke("convert", source, *extra, "-o", tmp_path / "m.onnx", "--input-shape",
+                f"{name}={right}")
+    assert ok.exit_code == EXIT_OK, ok.stderr
+
+
 @pytest.mark.parametrize("fmt", ["onnx", "tf"])
 def test_an_input_name_the_model_does_not_have_is_a_usage_error(fmt, sources, invoke,
                                                                   tmp_path):

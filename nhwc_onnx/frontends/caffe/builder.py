@@ -59,7 +59,7 @@ class CaffeBuilder:
         if declared is not None and any(int(d) < 0 for d in declared):
             raise InvalidModelError(f"input '{name}' has an invalid shape {list(declared)}")
         override = find_override(self.input_shapes, name)
-        shape = input_shape(declared, override, self.batch, probe=self.batch_probe)
+        shape = input_shape(declared, override, self.batch, probe=self.batch_probe, name=name)
         if not shape:
             raise InvalidModelError(
                 f"input '{name}' ({where}) has no shape; pass one with --input-shape "

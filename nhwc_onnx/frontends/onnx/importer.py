@@ -179,7 +179,7 @@ class OnnxImporter:
     def _resolve_shape(self, name: str, declared: tuple | None,
                        override: list[int] | None) -> tuple:
         shape = input_shape(declared, override, self.options.batch,
-                            probe=self.options.batch_probe)
+                            probe=self.options.batch_probe, name=name)
         if shape is None:
             raise InvalidModelError(
                 f"input '{name}' has no shape in the model; give it with --input-shape "

@@ -99,7 +99,8 @@ def _input_shape(ctx: TFContext, node: TFNode, ref: Ref
         raise InvalidModelError(f"input '{node.name}' has an unknown rank; {hint} (-1 first "
                                 "keeps the batch symbolic)")
     options = ctx.options
-    dims = list(input_shape(declared, override, options.batch, probe=options.batch_probe))
+    dims = list(input_shape(declared, override, options.batch, probe=options.batch_probe,
+                            name=node.name))
     unknown = [i for i, d in enumerate(dims) if d is None]
     if unknown:
         shown = override if override is not None else declared
