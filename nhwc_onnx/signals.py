@@ -91,6 +91,22 @@ def _set(handler) -> None:
             signal.signal(signum, handler)
 
 
+def _stopped_while_starting(signum, frame) -> None:
+    try:
+        os.write(2, f"Error: stopped by {signal.Signals(signum).name}\n".encode())
+    except OSError:  # stderr closed
+        pass
+    os._exit(128 + signum)
+
+
+def install_while_starting() -> None:
+    """Until ``install``: a handled signal ends the process at once with one line and
+    128 + N (the command line is still being imported; nothing has been read or written)."""
+    for signum in HANDLED:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _stopped_while_starting)
+
+
 def install() -> None:
     """Turn the handled signals into StoppedBySignal (main thread only); a signal the parent
     ignores (``nohup`` ignores SIGHUP) stays ignored."""

@@ -104,7 +104,7 @@ def test_hook_entry_is_the_installed_console_script():
     hook = _hook_definition()
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     command, *args = hook["entry"].split()
-    assert scripts[command] == "nhwc_onnx.cli:main"
+    assert scripts[command] == "nhwc_onnx.console:main"
     assert args == ["check"]
     assert hook["language"] == "python"
 

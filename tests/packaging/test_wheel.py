@@ -72,7 +72,7 @@ def test_wheel_holds_every_module_and_the_console_script(wheel):
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "nhwc_onnx").rglob("*")
                if p.suffix in (".py", ".proto")}
     assert sources - names == set(), sorted(sources - names)
-    assert "nhwc-onnx = nhwc_onnx.cli:main" in entry_points, entry_points
+    assert "nhwc-onnx = nhwc_onnx.console:main" in entry_points, entry_points
     assert not [n for n in names if n.startswith(("tests/", "examples/", "benchmarks/"))]
 
 
