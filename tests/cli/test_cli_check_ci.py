@@ -164,7 +164,9 @@ def test_readme_hook_snippets_use_the_published_hook():
     import yaml
 
     hook = _hook_definition()
+    # the hook from a clone in README's CI section, the local one in docs/cli.md
     section = (REPO / "README.md").read_text().split("\n## Use in CI\n", 1)[1].split("\n## ")[0]
+    section += (REPO / "docs" / "cli.md").read_text().split("\n## pre-commit\n", 1)[1]
     configs = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)]
     assert len(configs) == 2
     hooks = [h for c in configs for r in c["repos"] for h in r["hooks"]]
