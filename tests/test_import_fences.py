@@ -30,7 +30,9 @@ ALLOWED = {
     # name, on use): it imports none of them, so every layer's table reads stay acyclic.
     "frameworks": {"errors"},
 }
-CLI_LAYERS = {"cli"}  # only the command line prints and picks exit codes
+# only the command line prints and picks exit codes; console is the script's entry point, which
+# sets start-up signal handlers before importing it
+CLI_LAYERS = {"cli", "console"}
 HEAVY = {"tensorflow", "onnxruntime", "cv2"}  # imported inside the functions that need them
 CLI_ONLY = {"click"}  # the command line's parser: the library never needs it
 
