@@ -159,24 +159,24 @@ def _cyclic_components(by_name: dict[str, TFNode], deps) -> list[list[str]]:
     on_stack: set[str] = set()
     stack: list[str] = []
     found: list[list[str]] = []
-    for root in by_name:
+    for root, root_node in by_name.items():
         if root in index:
             continue
-        work = [(root, 0)]
+        # each frame: (node, its producers - computed once per node, pos of the next one)
+        work = [(root, [d for d, _ in deps(root_node)], 0)]
         index[root] = low[root] = len(index)
         stack.append(root)
         on_stack.add(root)
         while work:
-            name, pos = work[-1]
-            edges = deps(by_name[name])
+            name, edges, pos = work[-1]
             if pos < len(edges):
-                work[-1] = (name, pos + 1)
-                dep = edges[pos][0]
+                work[-1] = (name, edges, pos + 1)
+                dep = edges[pos]
                 if dep not in index:
                     index[dep] = low[dep] = len(index)
                     stack.append(dep)
                     on_stack.add(dep)
-                    work.append((dep, 0))
+                    work.append((dep, [d for d, _ in deps(by_name[dep])], 0))
                 elif dep in on_stack:
                     low[name] = min(low[name], index[dep])
                 continue
@@ -192,7 +192,7 @@ def _cyclic_components(by_name: dict[str, TFNode], deps) -> list[list[str]]:
                     component.append(member)
                     if member == name:
                         break
-                if len(component) > 1 or any(d == name for d, _ in edges):
+                if len(component) > 1 or name in edges:
                     found.append(component)
     order = {name: i for i, name in enumerate(by_name)}
     found = [sorted(c, key=order.__getitem__) for c in found]
