@@ -56,11 +56,6 @@ def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
         dims = [int(d) for d in dims]
         if any(d <= 0 for d in dims[1:]) or (dims and dims[0] <= 0 and dims[0] != SYMBOLIC):
             raise InvalidAttributeError(f"--input-shape {raw_name}: dimensions must be positive")
-        if value.shape is not None and len(value.shape) != len(dims):
-            raise UsageError(
-                f"--input-shape {raw_name} gives {len(dims)} dimensions but the input has rank "
-                f"{len(value.shape)} {_fmt(value.shape)}"
-            )
         if dims and dims[0] == SYMBOLIC:  # the batch the frontend gave it (a probe) stays
             dims[0] = value.shape[0] if value.shape and isinstance(value.shape[0], int) \
                 and value.shape[0] > 0 else SYMBOLIC
@@ -69,7 +64,7 @@ def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
                 ctx.warn(f"input '{value.name}': overriding declared shape {_fmt(value.shape)} "
                          f"with {_fmt(dims)}")
                 break
-        new_shape = input_shape(value.shape, dims)
+        new_shape = input_shape(value.shape, dims, name=raw_name)  # also the rank rule
         if new_shape != value.shape:
             ctx.record("input_shape", value.name, f"shape set to {_fmt(dims)}", shape=dims)
             value.shape = new_shape
