@@ -68,13 +68,12 @@ def describe_source(path: str | os.PathLike, fw: frameworks.Framework,
     from .passes import PassContext
     from .passes.pipeline import to_dialect
 
-    if symbols:
-        _show_symbolic_batch(data, path, fw, reading, symbols)
+    second = _show_symbolic_batch(data, path, fw, reading, symbols) if symbols else None
     try:
         ctx = PassContext(options=options, log_warnings=False)
         to_dialect(model, ctx)
         if symbols:  # a batch-mixing node is refused only by the second probe conversion
-            symbolic_batch.finish(model, ctx, path, fw, options, symbols)
+            symbolic_batch.finish(model, ctx, path, fw, options, symbols, second=second)
     except NhwcOnnxError as exc:
         data["conversion"] = _conversion(exc)
     else:
@@ -83,16 +82,17 @@ def describe_source(path: str | os.PathLike, fw: frameworks.Framework,
 
 
 def _show_symbolic_batch(data: dict[str, Any], path, fw: frameworks.Framework,
-                         options: ConvertOptions, symbols: dict[str, str]) -> None:
+                         options: ConvertOptions, symbols: dict[str, str]) -> Model | None:
     """Write an open batch by its name in ``data``'s inputs and outputs: the source is read
-    at the second probe size too, and a dimension that follows the probe is the batch."""
-    from .schemas.batch import PROBES, merged_shape
+    at the second probe size too, and a dimension that follows the probe is the batch.
+    Returns that reading (the second probe conversion starts from it), None if it fails."""
+    from .schemas.batch import merged_shape
+    from .symbolic_batch import load_at_second_probe
 
     try:
-        second = frameworks.load_source(path, fw, options.replace(batch_probe=PROBES[1]))
+        second = load_at_second_probe(path, fw, options)
     except NhwcOnnxError:
-        return
-    name_graph_io(second, options.rename)
+        return None
     symbol = next(iter(symbols.values()))
     at_second = {v.name: v.shape for v in second.graph.inputs + second.graph.outputs}
     for entry in data["inputs"] + data["outputs"]:
@@ -100,6 +100,7 @@ def _show_symbolic_batch(data: dict[str, Any], path, fw: frameworks.Framework,
         if entry["shape"] is not None and other is not None:
             merged = merged_shape(tuple(entry["shape"]), tuple(other), symbol)
             entry["shape"] = list(merged) if merged is not None else entry["shape"]
+    return second
 
 
 def _outputs(path, fw: frameworks.Framework, options: ConvertOptions,

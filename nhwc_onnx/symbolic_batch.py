@@ -81,11 +81,22 @@ def _converts_at_batch_1(source, framework: frameworks.Framework,
     return True
 
 
+def load_at_second_probe(source, framework: frameworks.Framework,
+                         options: ConvertOptions) -> Model:
+    """The source read with its open batch at the second probe size, its graph inputs and
+    outputs named as the first conversion's."""
+    second = frameworks.load_source(source, framework, options.replace(batch_probe=PROBES[1]))
+    name_graph_io(second, options.rename)
+    return second
+
+
 def finish(model: Model, ctx, source, framework: frameworks.Framework,
-           options: ConvertOptions, symbols: dict[str, str]) -> dict[str, Any]:
-    """Convert ``source`` again at the second probe size and make ``model`` (the first
-    conversion, ``ctx`` its context) symbolic. Returns the report's ``batch`` entry; raises
-    UnsupportedOpError naming every node that mixes the batch with other axes."""
+           options: ConvertOptions, symbols: dict[str, str], second: Model | None = None
+           ) -> dict[str, Any]:
+    """Convert ``source`` again at the second probe size (``second``: already read by
+    ``load_at_second_probe``) and make ``model`` (the first conversion, ``ctx`` its context)
+    symbolic. Returns the report's ``batch`` entry; raises UnsupportedOpError naming every
+    node that mixes the batch with other axes."""
     from .passes import PassContext
     from .passes.generalize_batch import (
         REMEDY,
@@ -97,9 +108,8 @@ def finish(model: Model, ctx, source, framework: frameworks.Framework,
 
     quiet = PassContext(options=options, log_warnings=False)
     try:
-        second = frameworks.load_source(source, framework, options.replace(
-            batch_probe=PROBES[1]))
-        name_graph_io(second, options.rename)  # named as the first conversion's graph
+        if second is None:
+            second = load_at_second_probe(source, framework, options)
         to_dialect(second, quiet)
     except NhwcOnnxError as exc:
         problems = getattr(exc, "problems", None) or [NodeProblem("", "graph", str(exc))]
