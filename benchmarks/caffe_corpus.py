@@ -91,7 +91,7 @@ def _logit_layers(model) -> list[str]:
 def _run_ours(model, feeds: dict, pipeline: bool, keep_layout=()) -> tuple[dict, str]:
     """Outputs (and softmax logits) keyed by the source layer name, and the ops used."""
     if not pipeline:
-        from nhwc_onnx.passes.reference import run_core
+        from tests.core_reference import run_core
 
         values = list(model.graph.outputs) + _logit_layers(model)
         results = run_core(model, feeds, extra_outputs=[v.name for v in _logit_layers(model)])

@@ -25,7 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from nhwc_onnx.errors import NhwcOnnxError
 from nhwc_onnx.frontends.tensorflow import load
 from nhwc_onnx.options import ConvertOptions
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "tf"
 # Inputs of unknown size: the shapes this run feeds (odd sizes on purpose; tf2onnx's own tests

@@ -12,8 +12,8 @@ __all__ = ["ConvertOptions", "NhwcOnnxError", "__version__", "check", "convert",
 _LAZY = {
     "convert": "api", "check": "api", "verify": "api", "info": "api",
     "ConversionResult": "api", "ConversionReport": "api",
-    "run": "dialect_api", "lower": "dialect_api", "RunResult": "dialect_api",
-    "LowerResult": "dialect_api",
+    "run": "dialect.run_lower", "lower": "dialect.run_lower", "RunResult": "dialect.run_lower",
+    "LowerResult": "dialect.run_lower",
     "ConvertOptions": "options",
 }
 

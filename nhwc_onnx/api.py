@@ -1,5 +1,5 @@
 """The Python API: ``convert``, ``check``, ``verify`` and ``info`` (``run`` and ``lower``:
-``nhwc_onnx.dialect_api``). The command line is a thin shell over these."""
+``nhwc_onnx.dialect.run_lower``). The command line is a thin shell over these."""
 from __future__ import annotations
 
 import json
@@ -15,10 +15,10 @@ from .errors import InvalidModelError, UnsupportedOpError, UsageError, Validatio
 from .ir import Model
 from .ir.io_names import name_graph_io
 from .options import ConvertOptions, path_argument
-from .outputs import plan_targets
-from .source_info import describe_source
-from .source_info import describe_value as _describe_value
-from .source_info import source_op_counts as _source_op_counts
+from .files.writes import plan_targets
+from .conversion.source_info import describe_source
+from .conversion.source_info import describe_value as _describe_value
+from .conversion.source_info import source_op_counts as _source_op_counts
 
 DEFAULT_SIGNATURE = ConvertOptions().signature
 
@@ -88,7 +88,7 @@ def convert(
 
     Raises a subclass of NhwcOnnxError when the model cannot be converted exactly; nothing is
     written in that case. With ``options.exact_cut`` a refusal (UnsupportedOpError) carries the
-    checked exact cut in ``.exact_cut`` (see ``nhwc_onnx.cut``) and its message ends with it.
+    checked exact cut in ``.exact_cut`` (see ``nhwc_onnx.conversion.cut``) and its message ends with it.
     ``progress(stage)`` is called as each stage starts: load, passes, cut, write, done.
     ``before_write(model, report)`` is asked once the model is complete; when it returns False
     nothing is written and ``.output`` is None (``--verify``: a model that does not compute the
@@ -99,7 +99,7 @@ def convert(
     import logging  # here, not at the top: ``check`` imports this module and logs nothing
 
     log = logging.getLogger("nhwc_onnx.convert")
-    from . import symbolic_batch
+    from .conversion import symbolic_batch
     from .passes import PassContext
     from .passes.pipeline import to_dialect
 
@@ -229,7 +229,7 @@ def _checked(options: ConvertOptions | None) -> ConvertOptions:
 
 def _attach_exact_cut(exc: UnsupportedOpError, src: Path, options: ConvertOptions) -> None:
     """Compute the checked exact cut of a refused conversion; end the message with it."""
-    from .cut import ExactCut, suggest
+    from .conversion.cut import ExactCut, suggest
 
     def try_convert(cut_options: ConvertOptions) -> None:
         # without --rename: an output it names may not be one of the cut's (names change no
@@ -248,7 +248,7 @@ def _attach_exact_cut(exc: UnsupportedOpError, src: Path, options: ConvertOption
 def write_report(path: str | os.PathLike, report: ConversionReport, verification=None, *,
                  follow_symlinks: bool = True) -> None:
     """The conversion report (and the verification, if any) as JSON, written atomically."""
-    from .outputs import write_json
+    from .files.writes import write_json
 
     data = report.to_dict()
     if verification is not None:
@@ -267,7 +267,7 @@ def refusal_report(source: str | os.PathLike, exc: UnsupportedOpError) -> dict[s
 def write_refusal_report(path: str | os.PathLike, source: str | os.PathLike,
                          exc: UnsupportedOpError, *, follow_symlinks: bool = True) -> None:
     """``refusal_report`` as JSON, written atomically (single conversions and batches)."""
-    from .outputs import write_json
+    from .files.writes import write_json
 
     write_json(path, refusal_report(source, exc), role="report", follow_symlinks=follow_symlinks)
 
@@ -277,11 +277,11 @@ def check(paths: str | os.PathLike | Sequence[str | os.PathLike]
     """Validate dialect model files (one path or several): path -> issues (empty: valid).
 
     Like ``nhwc-onnx check``, a folder means every ``*.onnx`` below it and a quoted glob
-    (``'models/**/*.onnx'``) what it matches (``check_report.expand_model_paths``); each file
+    (``'models/**/*.onnx'``) what it matches (``dialect.check.expand_model_paths``); each file
     is checked once. Unreadable files, and a folder or glob that holds no model, raise
     ModelLoadError.
     """
-    from .check_report import expand_model_paths
+    from .dialect.check import expand_model_paths
     from .errors import ModelLoadError
     from .schemas import validate
     from .serialize import load
@@ -344,7 +344,7 @@ class VerifyBeforeWrite:
 
 def is_dialect_file(path: str | os.PathLike) -> bool:
     """True when an .onnx file is one of ours (dialect domain or our converter metadata)."""
-    from .onnx_wire import read_structure
+    from .files.onnx_wire import read_structure
 
     proto = read_structure(path)
     if proto is None:

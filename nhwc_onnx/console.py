@@ -7,7 +7,7 @@ heavy, makes it one line and exit 128 + N (``signals.install_while_starting``).
 """
 from __future__ import annotations
 
-from . import signals
+from .files import signals
 
 
 def main() -> None:

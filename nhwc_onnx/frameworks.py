@@ -69,7 +69,7 @@ class Framework:
         return not Path(path).is_dir() and self.frontend().recognises(os.fspath(path))
 
     def source_graph(self, path: str | os.PathLike, options):
-        """The source's topology as the exact cut reads it (nhwc_onnx.cut)."""
+        """The source's topology as the exact cut reads it (nhwc_onnx.conversion.cut)."""
         return self._part("topology").source_graph(os.fspath(path), options)
 
     def reference(self, path: str | os.PathLike, options):

@@ -227,7 +227,7 @@ class ConvertOptions:
     allow_transpose: bool = False  # a layout Transpose where NCHW semantics need one
     strict: bool = False  # refuse rounding-level rewrites too (docs/rounding.md)
     keep_layout: tuple[str, ...] = ()  # graph inputs/outputs kept in the source's axis order
-    exact_cut: bool = True  # a refusal carries the checked exact cut (nhwc_onnx.cut)
+    exact_cut: bool = True  # a refusal carries the checked exact cut (nhwc_onnx.conversion.cut)
     # Frontends: convert what converts and return the model with ``model.refused`` (a stand-in
     # per source node not converted) instead of raising; the pass pipeline then lists every
     # stage's refusals in one error. ``convert`` sets it; changes no converted model.
@@ -243,7 +243,7 @@ class ConvertOptions:
     # ONNX only: graph inputs given a constant value (name -> array); test suites feed
     # weights, shapes, scales ... as inputs. Not recorded in the report.
     constant_inputs: Mapping[str, Any] = field(default_factory=FrozenMapping, compare=False)
-    # Internal (nhwc_onnx.symbolic_batch): the size a symbolic batch takes in one of the two
+    # Internal (nhwc_onnx.conversion.symbolic_batch): the size a symbolic batch takes in one of the two
     # probe conversions. Never recorded; callers leave it None.
     batch_probe: int | None = None
 

@@ -13,7 +13,7 @@ import pytest
 
 import nhwc_onnx
 from nhwc_onnx.errors import ModelLoadError
-from nhwc_onnx.runtime.lower import lower_for_export
+from nhwc_onnx.runtime.standard_onnx import lower_for_export
 from tests.reliability.rel_models import write_source
 
 

@@ -1,13 +1,13 @@
 """docs/ops.md is generated from the schemas and registries; the committed copy must be current."""
 from __future__ import annotations
 
-from nhwc_onnx.docs import DOCS_PATH, generate_markdown, main
+from nhwc_onnx.support.docs import DOCS_PATH, generate_markdown, main
 from nhwc_onnx.schemas import DIALECT_OPS
 
 
 def test_committed_ops_md_is_current():
     assert DOCS_PATH.read_text(encoding="utf-8") == generate_markdown(), (
-        "docs/ops.md is stale: run python -m nhwc_onnx.docs")
+        "docs/ops.md is stale: run python -m nhwc_onnx.support.docs")
 
 
 def test_every_op_and_attribute_is_documented():

@@ -24,7 +24,7 @@ from ..errors import (
     NhwcOnnxError,
     UsageError,
 )
-from ..spelling import closest_name
+from ..support.spelling import closest_name
 from .common import Settings, echo
 from .process import (
     GC_YOUNG_ALLOCATIONS,
@@ -222,7 +222,7 @@ def main() -> None:
 def command_line() -> int | str | None:
     """Run the command in ``sys.argv`` and return its exit status (what it would pass to
     ``sys.exit``) instead of exiting."""
-    from .. import signals
+    from ..files import signals
 
     _numpy_settings()
     _collect_garbage_less_often()

@@ -20,7 +20,7 @@ def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
 
     Exit 0 when all are valid, 1 when any is invalid, 2 when any cannot be read.
     """
-    from ..check_report import check_file, expand_model_paths, no_match_result, summary, to_junit
+    from ..dialect.check import check_file, expand_model_paths, no_match_result, summary, to_junit
 
     files, unmatched = expand_model_paths(models)
     results = [check_file(path) for path in files] + [no_match_result(a) for a in unmatched]

@@ -114,7 +114,7 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         raise UsageError("missing -o/--output")
     from ..api import VerifyBeforeWrite, source_files, write_report
     from ..api import convert as api_convert
-    from ..outputs import plan_targets
+    from ..files.writes import plan_targets
     from .common import wanted
     from .progress import StageReporter
 
@@ -161,7 +161,7 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
 def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int,
                   do_verify: bool, atol: float, rtol: float, report_path: str | None,
                   layers: bool, samples: int) -> int:
-    from ..batch import Verification, convert_many, exit_code, format_table
+    from ..conversion.several import Verification, convert_many, exit_code, format_table
     from .common import wanted
     from .progress import BatchBar
 
@@ -211,7 +211,7 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
     """Compare a converted model with its source on the same inputs (exit 3 if they differ)."""
     from ..api import source_files
     from ..api import verify as api_verify
-    from ..npy import load_npy
+    from ..files.npy import load_npy
 
     options = convert_options(params)
     inputs = []
@@ -221,7 +221,7 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
             raise UsageError(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
         inputs.append((name, file))
     if html_path:  # checked before anything is read or run
-        from ..outputs import plan_targets
+        from ..files.writes import plan_targets
 
         plan_targets([("HTML page", Path(html_path))], source_files(source, options)
                      + [Path(converted)] + [Path(file) for _, file in inputs])

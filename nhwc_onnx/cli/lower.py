@@ -17,7 +17,7 @@ def lower(settings: Settings, model_path: str, output: str) -> None:
     Graph inputs and outputs keep their names and NHWC layout; the metadata keeps
     io_permutations and source_names. Exit 0 ok, 1 invalid model, 2 unreadable input.
     """
-    from ..dialect_api import lower as lower_model
+    from ..dialect.run_lower import lower as lower_model
 
     result = lower_model(model_path, output)
     if settings.verbosity >= 0:

@@ -1,5 +1,5 @@
 """``ops``: the dialect's ops, or what a frontend's source ops convert to. The listing itself
-is the library's (``nhwc_onnx.op_listing``); this command only prints it."""
+is the library's (``nhwc_onnx.support.listing``); this command only prints it."""
 from __future__ import annotations
 
 import click
@@ -15,7 +15,7 @@ from .common import echo, framework_option
               show_default=True, help="Human-readable listing or JSON (one object per op).")
 def ops(op_names: tuple[str, ...], framework: str | None, fmt: str) -> None:
     """List the dialect's ops with their attributes (or details of OP_NAMES)."""
-    from ..op_listing import ops_listing
+    from ..support.listing import ops_listing
 
     for line in ops_listing(op_names, framework, fmt):
         echo(line)

@@ -29,7 +29,7 @@ def run(settings: Settings, model_path: str, feeds: tuple[str, ...], random_inpu
         seed: int, batch: int | None, output_dir: str | None,
         intermediate: tuple[str, ...]) -> None:
     """Run a dialect model with onnxruntime and save its outputs as .npy files."""
-    from ..dialect_api import run as run_model
+    from ..dialect.run_lower import run as run_model
 
     files = {}
     for item in feeds:

@@ -1,4 +1,4 @@
-"""The source graph as the exact cut reads it (``nhwc_onnx.cut``): a framework-neutral
+"""The source graph as the exact cut reads it (``nhwc_onnx.conversion.cut``): a framework-neutral
 topology. Each frontend's ``topology.source_graph(path, options)`` builds one from its own
 parse of the source."""
 from __future__ import annotations

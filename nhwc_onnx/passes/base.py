@@ -53,7 +53,7 @@ class PassContext:
     collect_refusals: bool = False
     stage_refusals: list[UnsupportedOpError] = field(default_factory=list)
     # False: warnings are only collected (the second probe conversion of a symbolic batch
-    # repeats the first's, which has logged them; nhwc_onnx.symbolic_batch)
+    # repeats the first's, which has logged them; nhwc_onnx.conversion.symbolic_batch)
     log_warnings: bool = True
 
     def refuse_stage(self, error: UnsupportedOpError) -> None:

@@ -42,7 +42,7 @@ def core_passes() -> list[Pass]:
 
 def _dialect_passes() -> list[Pass]:
     # A failing import propagates: skipping these passes would save an unvalidated core model.
-    from .dialect_pipeline import dialect_passes
+    from .to_dialect.pipeline import dialect_passes
 
     return dialect_passes()
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ..errors import NodeProblem
 from ..ir import CORE, UNCONVERTED, Graph, Model, Node, Value
-from .op_table import NEVER, TABLE
+from .to_dialect.op_table import NEVER, TABLE
 from .rewrite import problem
 
 SHAPE_ONLY = frozenset({"Shape", "Size"})  # read only their input's shape, static by then

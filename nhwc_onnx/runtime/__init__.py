@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import MissingDependencyError, UsageError
 from ..ir import Model
-from .lower import LOWERED_IR_VERSION, LOWERED_OPSET, FileReferences, lower_model
+from .standard_onnx import LOWERED_IR_VERSION, LOWERED_OPSET, FileReferences, lower_model
 
 
 def _onnxruntime():

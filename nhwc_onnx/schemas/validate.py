@@ -75,7 +75,7 @@ def _infer_symbolic(graph: Graph, order: list[Node], registry: Registry,
     """Infer at the two probe sizes of the batch and merge: a dimension that follows the
     probe at axis 0 is the batch, any other difference (or an op that addresses axis 0)
     mixes samples and is an issue of its node."""
-    from .batch import PROBES, at_probe, describe_difference, merged_shape, mixes_samples
+    from .symbolic_batch import PROBES, at_probe, describe_difference, merged_shape, mixes_samples
 
     names = []
     for v in graph.inputs:

@@ -13,9 +13,9 @@ import numpy as np
 from ..errors import ModelLoadError, ValidationIssue
 from ..ir import DIALECT, DeferredArray, Graph, Model, Node, Value
 from ..ir.deferred import ITEMSIZE
-from ..onnx_wire import LiftedModel, WireFormatError, lift_raw_data
+from ..files.onnx_wire import LiftedModel, WireFormatError, lift_raw_data
 from ..onnxfile import ModelProto, NodeProto, TensorProto
-from ..safe_io import (
+from ..files.reads import (
     MAP_MIN_BYTES,
     element_count,
     external_span,
@@ -118,7 +118,7 @@ def _looks_like_text(data: bytes) -> bool:
 
 class _ExternalData:
     """Reads tensors stored next to the model file (ONNX external data), through the guards
-    the source loader uses too (``safe_io.external_span``)."""
+    the source loader uses too (``files.reads.external_span``)."""
 
     def __init__(self, base_dir: Path | None, label: str):
         self.base_dir = base_dir

@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import ModelLoadError
 from ..ir import DeferredArray
 from ..onnxfile import TensorProto, TypeProto
-from ..safe_io import element_count
+from ..files.reads import element_count
 
 # Dimension denotations (ONNX's own vocabulary) that record a value's layout tag in the file.
 _BATCH, _CHANNEL, _FEATURE = "DATA_BATCH", "DATA_CHANNEL", "DATA_FEATURE"

@@ -13,7 +13,7 @@ from .. import __version__
 from ..errors import OutputPathError
 from ..ir import CORE, DIALECT, Graph, Model, Value
 from ..onnxfile import AttributeProto, GraphProto, ModelProto, TensorProto, ValueInfoProto
-from ..outputs import file_mode, open_temp, publish, temp_files, write_target
+from ..files.writes import file_mode, open_temp, publish, temp_files, write_target
 from ..schemas import infer_shapes
 from .attributes import attribute_type, fill_attribute
 from .keys import KEY_CONVERTER_VERSION, KEY_IO_PERMUTATIONS, encode_io_permutations

@@ -35,7 +35,7 @@ code { font-size: 13px; } svg { max-width: 100%; height: auto; }
 
 def write_html(path: str | os.PathLike, report, conversion=None) -> Path:
     """Write the page atomically under the project's output rules (see ``outputs``)."""
-    from ..outputs import atomic_write_text
+    from ..files.writes import atomic_write_text
 
     return atomic_write_text(path, render_html(report, conversion), role="HTML page")
 

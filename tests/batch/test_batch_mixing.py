@@ -209,8 +209,8 @@ def test_only_a_repeated_number_is_taken_as_a_bias_of_every_sample():
     """generalize() on two hand-made probe graphs: AddBias of x (P,) with a bias of P equal
     numbers becomes per sample; with a bias 0..P-1 (one number per sample) it is refused."""
     from nhwc_onnx.ir import DIALECT, Graph, Model, Value
-    from nhwc_onnx.passes.generalize_batch import generalize
-    from nhwc_onnx.schemas.batch import PROBES
+    from nhwc_onnx.conversion.symbolic_batch_proof import generalize
+    from nhwc_onnx.schemas.symbolic_batch import PROBES
 
     def probe(size: int, bias) -> Model:
         g = Graph("g")

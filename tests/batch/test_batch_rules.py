@@ -8,7 +8,7 @@ import pytest
 
 from nhwc_onnx.ir import DIALECT, Graph, Model, Value
 from nhwc_onnx.schemas import DIALECT_OPS, infer_shapes, validate
-from nhwc_onnx.schemas.batch import PER_SAMPLE
+from nhwc_onnx.schemas.symbolic_batch import PER_SAMPLE
 from nhwc_onnx.serialize import load, save
 
 

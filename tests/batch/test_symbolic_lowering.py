@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nhwc_onnx.dialect_api import run
+from nhwc_onnx.dialect.run_lower import run
 from nhwc_onnx.ir import DIALECT, Graph, Model, Value
 from nhwc_onnx.schemas import validate
-from nhwc_onnx.schemas.batch import PER_SAMPLE
+from nhwc_onnx.schemas.symbolic_batch import PER_SAMPLE
 from nhwc_onnx.serialize import load, save
 
 RNG = np.random.default_rng(9)

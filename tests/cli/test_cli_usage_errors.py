@@ -116,7 +116,7 @@ def test_o_and_output_dir_together_say_so(sources, invoke, tmp_path):
 
 
 def test_a_folder_source_spelled_dot_is_named_by_its_folder(tmp_path, monkeypatch):
-    from nhwc_onnx.batch import output_names
+    from nhwc_onnx.conversion.several import output_names
 
     saved = tmp_path / "resnet_saved"
     (saved / "sub").mkdir(parents=True)

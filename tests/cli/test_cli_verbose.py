@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from nhwc_onnx import api
-from nhwc_onnx.passes.dialect_pipeline import dialect_passes
+from nhwc_onnx.passes.to_dialect.pipeline import dialect_passes
 from nhwc_onnx.passes.pipeline import core_passes
 
 MODEL = Path(__file__).resolve().parents[2] / "examples" / "onnx" / "small_nchw.onnx"

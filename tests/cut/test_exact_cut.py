@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from nhwc_onnx.cut import SourceGraph, SourceNode, compute_cut
+from nhwc_onnx.conversion.cut import SourceGraph, SourceNode, compute_cut
 from nhwc_onnx.runtime import run as run_dialect
 from nhwc_onnx.serialize import load
 from tests.cli_runner import run_cli
@@ -216,7 +216,7 @@ def test_tensorflow_refusal_suggests_a_cut_that_converts_and_matches_tensorflow(
 
 
 def test_problems_name_source_nodes_pass_nodes_and_tensors():
-    from nhwc_onnx.cut import locate
+    from nhwc_onnx.conversion.cut import locate
 
     g = SourceGraph(nodes=[SourceNode("block/norm", "LRN", ["x"], ["block/norm:0"]),
                            SourceNode("block", "Relu", ["block/norm:0"], ["y:0"])],

@@ -15,7 +15,7 @@ from onnx import helper
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.passes.base import PassContext
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 from nhwc_onnx.passes.to_nhwc import ToNHWC
 from tests.frontends.onnx.onnx_helpers import convert, make_model, random_feeds, run_ort
 from tests.layout.exported_heads import ANCHORS, NC, NHWC, NLC, weights, yolov8_head

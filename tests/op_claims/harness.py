@@ -1,4 +1,4 @@
-"""Hold a source op's claim (``nhwc_onnx.op_support``) to the whole pipeline.
+"""Hold a source op's claim (``nhwc_onnx.support.claims``) to the whole pipeline.
 
 A case writes a small source model whose node under test is named ``node`` (helper nodes have
 other names). ``converts`` runs it through the frontend alone (the core ops the node became
@@ -19,7 +19,7 @@ from nhwc_onnx import convert, verify
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.frameworks import load_source
 from nhwc_onnx.ir import CORE
-from nhwc_onnx.op_support import frontend_registry, support_of
+from nhwc_onnx.support.claims import frontend_registry, support_of
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.runtime import run
 

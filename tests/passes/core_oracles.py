@@ -80,7 +80,7 @@ def run_pass_and_compare(build, feeds: dict, passes, ctx=None, tol=1e-4):
     (rewritten model, list of PassResult, ctx).
     """
     from nhwc_onnx.passes import PassContext
-    from nhwc_onnx.passes.reference import run_core
+    from tests.core_reference import run_core
 
     ctx = ctx or PassContext()
     reference = run_core(build(), feeds)

@@ -11,7 +11,7 @@ from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import CORE, DIALECT, NHWC, Graph, Model, Value
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes.base import PassContext, PassManager
-from nhwc_onnx.passes.dialect_pipeline import dialect_passes
+from nhwc_onnx.passes.to_dialect.pipeline import dialect_passes
 from nhwc_onnx.runtime import run
 from nhwc_onnx.schemas import validate
 

@@ -9,7 +9,7 @@ from onnx import helper, numpy_helper
 
 from nhwc_onnx.errors import InvalidModelError
 from nhwc_onnx.ir import Graph, Model, Value
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 
 RNG = np.random.default_rng(7)
 

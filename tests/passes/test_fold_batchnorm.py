@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from nhwc_onnx.passes.base import PassContext
-from nhwc_onnx.passes.fold_batchnorm import FoldBatchNorm
+from nhwc_onnx.passes.to_dialect.fold_batchnorm import FoldBatchNorm
 from tests.passes.dialect_oracles import (
     Builder,
     batchnorm_ref,

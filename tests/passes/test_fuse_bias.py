@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from nhwc_onnx.passes.base import PassContext
-from nhwc_onnx.passes.fuse_bias import FuseBias
+from nhwc_onnx.passes.to_dialect.fuse_bias import FuseBias
 from tests.passes.dialect_oracles import (
     Builder,
     batchnorm_ref,

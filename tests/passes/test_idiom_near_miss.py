@@ -1,7 +1,7 @@
 """Near misses of every activation idiom and affine fold (issue 30, "Test strength").
 
-Each pattern rewrite (passes/activation_idioms.py; select_ops.py's Clip / Min / Max forms of
-Relu6 and LeakyRelu; the affine folds of fold_batchnorm / fuse_bias through passes/affine.py)
+Each pattern rewrite (passes/to_dialect/activation_idioms.py; select_ops.py's Clip / Min / Max forms of
+Relu6 and LeakyRelu; the affine folds of fold_batchnorm / fuse_bias through passes/to_dialect/affine.py)
 is shown once firing and then against graphs one constant, operand or op away from it that
 compute something else. A near miss must not become the idiom's op nor record its decision,
 and whatever it converts to must compute onnxruntime's numbers on the same inputs; the cases

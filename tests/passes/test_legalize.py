@@ -7,7 +7,7 @@ import pytest
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import DIALECT
 from nhwc_onnx.passes.base import PassContext
-from nhwc_onnx.passes.lower import Legalize
+from nhwc_onnx.passes.to_dialect.select_and_legalize import Legalize
 from tests.passes.dialect_oracles import Builder, convert, max_err, rand, run_dialect
 
 N, H, W, C = 2, 6, 5, 3

@@ -1,14 +1,14 @@
-"""The declared core-op table (passes/op_table.py) and the up-front scan that reads it."""
+"""The declared core-op table (passes/to_dialect/op_table.py) and the up-front scan that reads it."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from nhwc_onnx.ir import CORE, UNCONVERTED, Model
-from nhwc_onnx.passes import op_table
-from nhwc_onnx.passes.lower import LEGALIZE, SELECT
-from nhwc_onnx.passes.normalize_padding import _KINDS
-from nhwc_onnx.passes.op_table import ALWAYS, NEVER, TABLE, WHEN
+from nhwc_onnx.passes.to_dialect import op_table
+from nhwc_onnx.passes.to_dialect.select_and_legalize import LEGALIZE, SELECT
+from nhwc_onnx.passes.to_dialect.normalize_padding import _KINDS
+from nhwc_onnx.passes.to_dialect.op_table import ALWAYS, NEVER, TABLE, WHEN
 from nhwc_onnx.passes.scan import isolate_unconverted, scan
 from nhwc_onnx.schemas import CORE_OPS, DIALECT_OPS
 from tests.passes.dialect_oracles import Builder, convert, rand, run_dialect

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.passes.base import PassContext
-from nhwc_onnx.passes.normalize_padding import NormalizePadding
+from nhwc_onnx.passes.to_dialect.normalize_padding import NormalizePadding
 from tests.passes.dialect_oracles import (
     Builder,
     conv_transpose_ref,
@@ -220,7 +220,7 @@ def test_remembered_axis_verdicts_equal_fresh_ones_for_every_field():
     # analyse_axis is memoised: axes differing in any one field must not share a verdict.
     import itertools
 
-    from nhwc_onnx.passes import padding_math as pm
+    from nhwc_onnx.passes.to_dialect import padding_math as pm
 
     base = {"size": 7, "kernel": 3, "stride": 2, "dilation": 1, "begin": 1, "end": 1, "out": 4,
             "count_include_pad": False}

@@ -10,7 +10,7 @@ from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext, PassResult
 from nhwc_onnx.passes import pipeline as pipeline_module
 from nhwc_onnx.passes.pipeline import to_dialect
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 from nhwc_onnx.runtime import run
 
 RNG = np.random.default_rng(11)

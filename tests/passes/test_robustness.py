@@ -13,7 +13,7 @@ from nhwc_onnx.errors import InvalidModelError
 from nhwc_onnx.ir import NCHW, Graph, Model, Node, Value
 from nhwc_onnx.passes.base import PassContext
 from nhwc_onnx.passes.fold_constants import FoldConstants
-from nhwc_onnx.passes.legalize_tensor import _coordinate, _nearest, _nearest_mismatch
+from nhwc_onnx.passes.to_dialect.legalize_tensor import _coordinate, _nearest, _nearest_mismatch
 from nhwc_onnx.passes.static_shapes import StaticShapes
 from nhwc_onnx.schemas import core as core_eval
 from tests.passes.dialect_oracles import Builder, convert, max_err, rand, run_dialect
@@ -199,7 +199,7 @@ def test_reducing_a_scalar_leaves_it_unchanged(op):
 
 
 def test_padding_proof_of_an_absurd_window_is_not_attempted():
-    from nhwc_onnx.passes import padding_math as pm
+    from nhwc_onnx.passes.to_dialect import padding_math as pm
 
     start = time.perf_counter()
     with pytest.raises(pm.WindowTooLarge, match="too large"):

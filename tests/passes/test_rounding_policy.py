@@ -1,4 +1,4 @@
-"""The rounding policy (nhwc_onnx/passes/rounding.py): every rounding-level rewrite stays within
+"""The rounding policy (nhwc_onnx/passes/to_dialect/rounding.py): every rounding-level rewrite stays within
 its stated float32 ulp bound of a float64 reference, is listed in the report, and is refused
 under ``strict``; bit-exact forms (powers of two) are neither listed nor refused.
 
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from dialect_oracles import Builder, convert, pool_ref, run_dialect
 
 from nhwc_onnx.errors import UnsupportedOpError
-from nhwc_onnx.passes.rounding import ROUNDING_REWRITES
+from nhwc_onnx.passes.to_dialect.rounding import ROUNDING_REWRITES
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SHAPE = (1, 3, 5, 4)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nhwc_onnx.passes.affine import scaled_weight
+from nhwc_onnx.passes.to_dialect.affine import scaled_weight
 
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered")
 
@@ -114,7 +114,7 @@ def _written(array, chunk_bytes: int) -> bytes:
 def test_a_deferred_folded_weight_is_written_with_the_bits_of_scaled_weight(small_buffers,
                                                                           chunk_bytes):
     from nhwc_onnx.ir import ScaledWeight
-    from nhwc_onnx.passes.affine import folded_weight
+    from nhwc_onnx.passes.to_dialect.affine import folded_weight
 
     rng = np.random.default_rng(5)
     hwio = awkward_values(rng, (3, 3, 4, 6))  # TF layout; folding scales the last axis
@@ -138,7 +138,7 @@ def test_a_deferred_folded_weight_is_written_with_the_bits_of_scaled_weight(smal
 
 def test_weights_that_are_not_float32_or_that_factors_reshape_fold_at_once():
     from nhwc_onnx.ir import ScaledWeight
-    from nhwc_onnx.passes.affine import folded_weight
+    from nhwc_onnx.passes.to_dialect.affine import folded_weight
 
     w64 = np.ones((2, 3))
     assert not isinstance(folded_weight(w64, np.full((2, 1), 0.5)), ScaledWeight)
@@ -154,7 +154,7 @@ def test_a_conversion_writes_folded_weights_without_reading_them(tmp_path, monke
 
     from nhwc_onnx import api
     from nhwc_onnx.ir import deferred
-    from nhwc_onnx.passes import affine
+    from nhwc_onnx.passes.to_dialect import affine
 
     rng = np.random.default_rng(3)
     inits = [numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype(np.float32), "w"),

@@ -7,7 +7,7 @@ import pytest
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import DIALECT
 from nhwc_onnx.passes.base import PassContext
-from nhwc_onnx.passes.lower import SelectOps
+from nhwc_onnx.passes.to_dialect.select_and_legalize import SelectOps
 from tests.passes.dialect_oracles import Builder, conv_ref, convert, max_err, rand, run_dialect
 
 N, H, W, C = 2, 7, 5, 4

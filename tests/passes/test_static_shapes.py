@@ -8,7 +8,7 @@ from nhwc_onnx.errors import InvalidModelError, UsageError
 from nhwc_onnx.ir import Graph, Model, Value
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 from nhwc_onnx.passes.static_shapes import StaticShapes
 
 RNG = np.random.default_rng(3)

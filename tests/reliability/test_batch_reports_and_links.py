@@ -148,7 +148,7 @@ def test_the_writers_replace_a_link_planted_after_the_plan(tmp_path):
     appeared; the .data file beside a large model is a derived name too."""
     from nhwc_onnx.api import convert, write_refusal_report
     from nhwc_onnx.errors import UnsupportedOpError
-    from nhwc_onnx.outputs import write_json
+    from nhwc_onnx.files.writes import write_json
     from nhwc_onnx.serialize import save
 
     source, _ = write_source(tmp_path / "src", "onnx")

@@ -209,7 +209,7 @@ def test_kill_reaches_the_workers_at_once_even_when_no_model_finishes(tmp_path):
 _SIGNAL_IN_A_FINALIZER = """
 import os, signal, sys
 from nhwc_onnx import signals
-from nhwc_onnx.outputs import atomic_write_text
+from nhwc_onnx.files.writes import atomic_write_text
 
 class Finalized:
     def __del__(self):

@@ -77,7 +77,7 @@ def test_glob_matches_what_python_glob_matches_without_links(tmp_path):
     relative patterns, character classes."""
     import glob
 
-    from nhwc_onnx.check_report import glob_paths
+    from nhwc_onnx.dialect.check import glob_paths
 
     _tree(tmp_path, [], hidden=True)
     (tmp_path / "d" / "sub" / "notes.txt").write_text("not a model")

@@ -83,7 +83,7 @@ def test_run_maps_the_weights_once(model_512m, tmp_path):
 
 SAVE_LOWERED = """
 import sys
-from nhwc_onnx.runtime.lower import save_lowered
+from nhwc_onnx.runtime.standard_onnx import save_lowered
 from nhwc_onnx.schemas import validate
 from nhwc_onnx.serialize import load
 model = load(sys.argv[1])

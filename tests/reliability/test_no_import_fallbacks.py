@@ -60,7 +60,7 @@ def test_the_static_check_sees_a_swallowed_import(tmp_path):
 
 BROKEN_INSTALL = """
 import sys
-sys.modules["nhwc_onnx.passes.dialect_pipeline"] = None  # the module cannot be imported
+sys.modules["nhwc_onnx.passes.to_dialect.pipeline"] = None  # the module cannot be imported
 from nhwc_onnx.cli import main
 sys.argv = ["nhwc-onnx", "convert", *sys.argv[1:]]
 main()
@@ -72,5 +72,5 @@ def test_convert_with_a_broken_dialect_pipeline_import_fails_and_writes_nothing(
     output = tmp_path / "out" / "m.onnx"
     proc = run_limited(["-c", BROKEN_INSTALL, str(source), "-o", str(output)], timeout=120)
     assert proc.returncode == EXIT_INVALID, (proc.stdout, proc.stderr)
-    assert "internal error" in proc.stderr and "dialect_pipeline" in proc.stderr
+    assert "internal error" in proc.stderr and "to_dialect.pipeline" in proc.stderr
     assert not output.parent.exists()

@@ -9,8 +9,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from nhwc_onnx.onnx_wire import lift_raw_data
-from nhwc_onnx.protowire import WireFormatError, encode_varint
+from nhwc_onnx.files.onnx_wire import lift_raw_data
+from nhwc_onnx.files.protowire import WireFormatError, encode_varint
 
 
 def _model() -> onnx.ModelProto:

@@ -1,4 +1,4 @@
-"""safe_io.mapped_array: a weight viewed in a memory-mapped source stops counting in the
+"""files.reads.mapped_array: a weight viewed in a memory-mapped source stops counting in the
 process's resident memory once nothing holds it, and the bytes stay readable."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from nhwc_onnx.safe_io import mapped_array
+from nhwc_onnx.files.reads import mapped_array
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="reads resident memory from /proc/self/statm")

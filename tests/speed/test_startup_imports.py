@@ -85,7 +85,7 @@ def test_check_judges_rules_that_read_values_and_rules_that_do_not(tmp_path):
 
 
 def test_check_with_junit_still_escapes_control_characters():
-    from nhwc_onnx.check_report import _xml_text
+    from nhwc_onnx.dialect.check import _xml_text
 
     assert _xml_text("a\x01b\tc") == "a\\x01b\tc"
     facts = _run("check", str(EXAMPLES / "tiny_convnet.onnx"), "--format", "junit")
@@ -96,7 +96,7 @@ def test_check_with_junit_still_escapes_control_characters():
 def test_the_pass_pipeline_and_progress_leave_rarely_needed_stdlib_modules_unloaded():
     # fractions (+ decimal) only for Resize proofs; shutil (+ bz2, lzma) only to draw a bar
     code = ("import sys\n"
-            "import nhwc_onnx.passes.dialect_pipeline, nhwc_onnx.passes.pipeline\n"
+            "import nhwc_onnx.passes.to_dialect.pipeline, nhwc_onnx.passes.pipeline\n"
             "import nhwc_onnx.cli.progress\n"
             "print(sorted(m for m in ('fractions', 'decimal', 'shutil') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -8,7 +8,7 @@ import re
 from google.protobuf import text_format
 
 from ...errors import InvalidModelError, ModelLoadError
-from ...safe_io import read_regular
+from ...files.reads import read_regular
 from ..base import check_node_count
 from . import caffe_pb2 as pb
 from .upgrade import needs_upgrade, upgrade_net

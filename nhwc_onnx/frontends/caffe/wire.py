@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import InvalidModelError, ModelLoadError
-from ...protowire import Truncated
-from ...protowire import read_varint as _varint
-from ...safe_io import map_regular, mapped_array
+from ...files.protowire import Truncated
+from ...files.protowire import read_varint as _varint
+from ...files.reads import map_regular, mapped_array
 
 # Wire types.
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -180,7 +180,7 @@ def read_caffemodel(path: str | os.PathLike) -> list[StoredLayer]:
     """Layers (name, type, blobs as float32 arrays) of a binary .caffemodel, in file order."""
     path = os.fspath(path)
     # Mapped, not read: blobs are read-only views of the file (no copy of the weights), and
-    # a blob replaced by a pass (BatchNorm folding) gives its pages back (safe_io).
+    # a blob replaced by a pass (BatchNorm folding) gives its pages back (files.reads).
     data = map_regular(path, f"caffemodel {path}")
     size = len(data)
     if size == 0:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ...protowire import encode_varint as _varint
+from ...files.protowire import encode_varint as _varint
 
 
 def _len_field(number: int, payload: bytes) -> bytes:

@@ -39,7 +39,7 @@ def load_proto(proto, options: ConvertOptions | None = None, source_file: str = 
 
 def recognises(path: str | os.PathLike) -> bool:
     """Whether the file parses as an ONNX model with a graph (its weights are not read)."""
-    from ...onnx_wire import read_structure
+    from ...files.onnx_wire import read_structure
 
     proto = read_structure(path)
     return proto is not None and proto.ir_version > 0 and bool(proto.opset_import) \

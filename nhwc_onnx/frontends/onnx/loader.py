@@ -15,9 +15,9 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
 from ...errors import InvalidModelError, ModelLoadError
-from ...onnx_wire import lift_raw_data
-from ...protowire import WireFormatError
-from ...safe_io import external_span, map_regular, mapped_array
+from ...files.onnx_wire import lift_raw_data
+from ...files.protowire import WireFormatError
+from ...files.reads import external_span, map_regular, mapped_array
 from ..base import MAX_SOURCE_NODES, check_node_count
 
 # First bytes of formats people mistake for ONNX: say what the file is instead of "cannot parse".
@@ -201,7 +201,7 @@ def _tensors_with_external_data(model: onnx.ModelProto) -> list[TensorProto]:
 
 def load_external_data(model: onnx.ModelProto, base_dir: str, label: str,
                        arrays: dict | None = None) -> None:
-    """Read every external tensor's bytes into raw_data (checked by ``safe_io.external_span``:
+    """Read every external tensor's bytes into raw_data (checked by ``files.reads.external_span``:
     inside ``base_dir``, a regular file, the right length).
 
     Initializers go into ``arrays`` (name -> ndarray) instead, when it is given."""

@@ -8,7 +8,7 @@ import os
 from ...errors import ModelLoadError
 from ...ir import Model
 from ...options import ConvertOptions
-from ...safe_io import stat_regular
+from ...files.reads import stat_regular
 from .loader import convert_graphdef, load_file
 from .registry import REGISTRY
 

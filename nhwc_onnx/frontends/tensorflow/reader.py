@@ -11,7 +11,7 @@ from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from ...errors import ModelLoadError
-from ...safe_io import map_regular
+from ...files.reads import map_regular
 from .proto import tf_graph_pb2
 from .tensors import check_loadable
 from .wire import WireFormatError, strip_tensor_contents
@@ -21,7 +21,7 @@ TEXT_SUFFIXES = (".pbtxt", ".pbtext", ".txt", ".prototxt")
 
 def _read_bytes(path: str):
     """The file's bytes: memory-mapped (weights are later viewed, never copied); only a
-    regular file of at most 2 GiB is read (see safe_io)."""
+    regular file of at most 2 GiB is read (see files.reads)."""
     return map_regular(path, path)
 
 

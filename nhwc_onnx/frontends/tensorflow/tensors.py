@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InvalidAttributeError, InvalidModelError, ModelLoadError
-from ...safe_io import mapped_array
+from ...files.reads import mapped_array
 from ..base import Refusal
 
 # TensorFlow DataType enum value -> numpy dtype (reference types map like their base type).

@@ -13,7 +13,7 @@ back to a plain parse, which produces the proper error message.
 """
 from __future__ import annotations
 
-from ...protowire import WireFormatError, encode_varint, fields, rewrite
+from ...files.protowire import WireFormatError, encode_varint, fields, rewrite
 
 __all__ = ["WireFormatError", "strip_tensor_contents"]
 

@@ -11,7 +11,7 @@ from nhwc_onnx.frontends.caffe import caffe_pb2 as pb
 from nhwc_onnx.frontends.caffe import load, random_weights
 from nhwc_onnx.ir import Model
 from nhwc_onnx.options import ConvertOptions
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 
 
 def write_caffemodel_pb(path: Path, blobs_by_layer: dict[str, list[np.ndarray]],

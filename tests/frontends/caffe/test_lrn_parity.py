@@ -63,7 +63,7 @@ def test_caffe_lrn_with_k_matches_onnx_lrn_in_onnxruntime(tmp_path, size, k):
     from caffe_testlib import make_net, random_feeds
     from onnx_helpers import run_ort
 
-    from nhwc_onnx.passes.reference import run_core
+    from tests.core_reference import run_core
 
     _, _, model = make_net(tmp_path, _prototxt("ACROSS_CHANNELS", size, k))
     feeds = random_feeds(model)

@@ -11,7 +11,7 @@ from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.frontends.caffe import REGISTRY, load
 from nhwc_onnx.frontends.caffe.writer import encode_v1_layer, write_caffemodel
 from nhwc_onnx.options import ConvertOptions
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 from tests.frontends.caffe.caffe_testlib import (
     compare_with_opencv,
     opencv_forward,

@@ -197,7 +197,7 @@ def per_op_counts(results: dict[str, dict]) -> dict[str, dict[str, int]]:
 
 def execute_core(model, feeds):
     """Numpy reference executor of the core graph (no passes)."""
-    from nhwc_onnx.passes.reference import run_core
+    from tests.core_reference import run_core
 
     return run_core(model, feeds)
 

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from nhwc_onnx.frontends.onnx import load_proto
 from nhwc_onnx.options import ConvertOptions
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 
 ORT_IR_VERSION = 8  # onnxruntime 1.31 rejects the IR version onnx 1.23 writes by default
 

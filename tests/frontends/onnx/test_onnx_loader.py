@@ -13,7 +13,7 @@ import nhwc_onnx.frontends.onnx.loader as loader_module
 from nhwc_onnx.errors import InvalidModelError, ModelLoadError
 from nhwc_onnx.frontends.onnx import load
 from nhwc_onnx.options import ConvertOptions
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 from tests.frontends.onnx.onnx_helpers import convert, make_model, run_ort
 
 

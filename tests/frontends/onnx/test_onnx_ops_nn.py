@@ -135,7 +135,7 @@ def test_lrn_as_core_ops():
 
 def test_lrn_even_size_against_spec_formula():
     """onnxruntime only takes odd sizes; the spec's window is [c - 1, c + 2] for size 4."""
-    from nhwc_onnx.passes.reference import run_core
+    from tests.core_reference import run_core
 
     node = helper.make_node("LRN", ["x"], ["y"], size=4, alpha=0.1, beta=0.6, bias=2.0)
     model = make_model([node], [("x", [2, 6, 7, 5])], [("y", [2, 6, 7, 5])])

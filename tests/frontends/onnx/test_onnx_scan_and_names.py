@@ -76,7 +76,7 @@ def test_only_core_ops_are_emitted():
 def test_outputs_option_cuts_the_graph_and_skips_unneeded_nodes():
     import numpy as np
 
-    from nhwc_onnx.passes.reference import run_core
+    from tests.core_reference import run_core
 
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
              helper.make_node("Sigmoid", ["r"], ["s"]),
@@ -92,7 +92,7 @@ def test_outputs_option_cuts_the_graph_and_skips_unneeded_nodes():
 
 def test_inputs_option_names_tensors_of_the_model_only():
     from nhwc_onnx.errors import InvalidModelError, UsageError
-    from nhwc_onnx.passes.reference import run_core
+    from tests.core_reference import run_core
 
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["s"])]
     model = make_model(nodes, [("x", X)], [("s", None)])

@@ -129,7 +129,7 @@ def test_while_loop_off_the_path_still_converts(tmp_path):
     for graph in (_while_loop(_graph()), _add_inputs(_while_loop(_graph()), "y", "^loop/exit")):
         model = load_bytes(tmp_path, graph.SerializeToString(), outputs=["out"])
         x = rand(2, 3)
-        from nhwc_onnx.passes.reference import run_core
+        from tests.core_reference import run_core
 
         (got,) = run_core(model, {"x": x}).values()
         close(got, 1 / (1 + np.exp(-np.maximum(x, 0))))

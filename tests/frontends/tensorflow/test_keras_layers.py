@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 from tests.frontends.tensorflow.tf_helpers import close, freeze_keras, load_bytes, rand, run_dialect
 
 SHAPE = (2, 7, 5, 3)

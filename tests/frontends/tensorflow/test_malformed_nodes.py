@@ -7,7 +7,7 @@ import pytest
 
 from nhwc_onnx.errors import InvalidModelError
 from nhwc_onnx.frontends.tensorflow.proto import tf_graph_pb2 as pb
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 from tests.frontends.tensorflow.test_reader import _const, _node, _placeholder
 from tests.frontends.tensorflow.tf_helpers import load_bytes, rand
 

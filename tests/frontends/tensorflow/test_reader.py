@@ -12,7 +12,7 @@ from nhwc_onnx.errors import InvalidModelError, ModelLoadError, UnsupportedOpErr
 from nhwc_onnx.frontends.tensorflow import load
 from nhwc_onnx.frontends.tensorflow.proto import tf_graph_pb2 as pb
 from nhwc_onnx.options import ConvertOptions
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 from tests.frontends.tensorflow.tf_helpers import load_bytes, rand
 
 

@@ -116,7 +116,7 @@ def test_tf_resize_core_rule_is_tensorflows_where_the_dialect_refuses(method, ru
     and the reference executor run) must still be TensorFlow's, bit for bit for nearest."""
     from tf_helpers import load_bytes
 
-    from nhwc_onnx.passes.reference import run_core
+    from tests.core_reference import run_core
 
     align, half = RULES[rule]
     fn = _resize(method, size, align, half)

@@ -10,7 +10,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from nhwc_onnx.frontends.tensorflow import load
 from nhwc_onnx.options import ConvertOptions
-from nhwc_onnx.passes.reference import run_core
+from tests.core_reference import run_core
 
 
 def tf():

@@ -1,0 +1,1 @@
+"""The leaf layer: bounded reads, safe writes, npy, wire formats, signals."""
