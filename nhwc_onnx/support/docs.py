@@ -14,7 +14,7 @@ from typing import Any
 from .. import frameworks
 from ..schemas.base import Attr, OpSchema, Port
 
-DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "ops.md"
+DOCS_PATH = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 
 _LAYOUT_NOTES = {
     "implicit": "the layout is in the weights / spatial semantics",
