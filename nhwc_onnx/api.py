@@ -51,15 +51,6 @@ class ConversionReport:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=_json_default)
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    return str(obj)
-
 
 @dataclass
 class ConversionResult:
@@ -107,7 +98,7 @@ def convert(
     src = Path(path_argument(source, "source", "the path of a source model"))
     if output is not None:
         output = path_argument(output, "output", "the path of the .onnx file to write")
-    fw = frameworks.get(options.framework) if options.framework else frameworks.detect(src)
+    fw = frameworks.of(options, src)
     check_options_apply(fw, src, options)
     if output is not None:
         plan_targets([("output", Path(output))], source_files(src, options),
@@ -314,7 +305,7 @@ def verify(source: str | os.PathLike, converted: str | os.PathLike | Model,
         raise TypeError(f"feeds: expected a mapping input name -> array, got "
                         f"{type(feeds).__name__}")
     options = _checked(options)
-    fw = frameworks.get(options.framework) if options.framework else frameworks.detect(source)
+    fw = frameworks.of(options, source)
     check_options_apply(fw, Path(source), options)
     return _verify(source, converted, options, feeds=feeds, seed=seed, atol=atol,
                    rtol=rtol, bisect=bisect, layers=layers, samples=samples,
@@ -371,7 +362,7 @@ def info(path: str | os.PathLike, options: ConvertOptions | None = None, *,
         dialect = options.framework is None and p.suffix.lower() == ".onnx" \
             and is_dialect_file(p)
     if not dialect:
-        fw = frameworks.get(options.framework) if options.framework else frameworks.detect(p)
+        fw = frameworks.of(options, p)
         described = describe_source(p, fw, options)  # the file is read (checked) first
         return {"file": str(p), "format": fw.name, "bytes": _size(p, options), **described}
     from .serialize import load

@@ -134,6 +134,12 @@ def detect(path: str | os.PathLike) -> Framework:
                          f"pass --framework {'|'.join(_BY_NAME)}")
 
 
+def of(options, path: str | os.PathLike) -> Framework:
+    """The framework a conversion with ``options`` reads ``path`` as: ``options.framework``
+    when given, else the one its name (or, for a folder, its content) says."""
+    return get(options.framework) if options.framework else detect(path)
+
+
 def unread_options(fw: Framework, path: str | os.PathLike, *, weights: bool,
                    signature: bool) -> list[str]:
     """The options given (``weights``, a ``signature`` other than the default) that a source

@@ -171,8 +171,9 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
         configure_logging(quiet, verbose, debug)
 
 
-# Importing logging is 5% of a small `check` (328 -> 311 M instructions without it) and 8% of
-# `--help`; nothing `check` runs logs (tests/speed/test_startup_imports.py keeps it so).
+# Importing logging is a measurable share of a small `check` and of `--help`
+# (docs/benchmarks.md, "Measured choices in the code"); nothing `check` runs logs
+# (tests/speed/test_startup_imports.py keeps it so).
 COMMANDS_THAT_NEVER_LOG = frozenset({"check"})
 
 

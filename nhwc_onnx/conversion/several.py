@@ -102,8 +102,7 @@ def options_per_source(sources, options: ConvertOptions) -> list[ConvertOptions]
     per_source, read, why = [], dict.fromkeys(given, False), {}
     for source in sources:
         try:
-            fw = (frameworks.get(options.framework) if options.framework
-                  else frameworks.detect(source))
+            fw = frameworks.of(options, source)
         except NhwcOnnxError:  # reported by its own conversion
             per_source.append(options)
             continue

@@ -191,7 +191,7 @@ def open_temp(target: Path, temps: list[Path], mode: str = "wb"):
         return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
 
     while True:
-        # os.urandom is what secrets.token_hex reads; importing secrets costs ~8 ms per process.
+        # os.urandom is what secrets.token_hex reads, without importing secrets on every start.
         tmp = target.with_name(f".{target.name}.{os.urandom(4).hex()}.tmp")
         temps.append(tmp)
         try:

@@ -1,10 +1,9 @@
 """``validate(model)``: every dialect rule over the whole graph, all problems at once."""
 from __future__ import annotations
 
-import numpy as np
 
 from ..errors import InvalidModelError, ValidationIssue
-from ..ir import DIALECT, Graph, Model, Node, Value
+from ..ir import DIALECT, Graph, Model, Node
 from .base import DIALECT_OPS, InferContext, Registry, RuleError, check_attr_value
 
 
@@ -280,10 +279,6 @@ def issue_count_by_rule(issues: list[ValidationIssue]) -> dict[str, int]:
     for i in issues:
         counts[i.rule] = counts.get(i.rule, 0) + 1
     return counts
-
-
-def is_float32(v: Value) -> bool:
-    return v.dtype == str(np.dtype("float32"))
 
 
 __all__ = ["DIALECT", "infer_shapes", "issue_count_by_rule", "validate"]

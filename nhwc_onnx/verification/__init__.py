@@ -121,7 +121,7 @@ def verify(
                         f"{type(feeds).__name__}")
     options = options if options is not None else ConvertOptions()
     seed = options.seed if seed is None else seed
-    fw = frameworks.get(options.framework) if options.framework else frameworks.detect(source)
+    fw = frameworks.of(options, source)
     if isinstance(converted, Model):
         model = converted
     else:

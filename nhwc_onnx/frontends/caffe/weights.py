@@ -38,7 +38,7 @@ class WeightSource:
         self.random = random
         self.placeholder = placeholder
         self.seed = seed
-        self._rng = None  # made on first use: numpy.random costs ~17 ms to import
+        self._rng = None  # made on first use: numpy.random is slow to import
         self.by_name: dict[str, StoredLayer] = {}
         for layer in stored or []:
             self.by_name[layer.name] = layer  # a later copy wins, as in Caffe

@@ -17,7 +17,7 @@ from . import rounding
 from ..base import PassContext
 from ..rewrite import become, const, const_of, emit, positive_axis, refuse
 
-if TYPE_CHECKING:  # fractions (with decimal) costs ~5 ms to import; only Resize needs it
+if TYPE_CHECKING:  # fractions (with decimal) is slow to import; only Resize needs it
     from fractions import Fraction
 
 
