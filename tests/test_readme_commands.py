@@ -69,14 +69,14 @@ def _small(folder: Path) -> None:
 def _small_bad(folder: Path) -> None:
     """small.onnx with the largest weight of its first conv scaled by 1.5 (the README's
     --layers example)."""
-    from tests.verify.verify_models import scale_conv_weight
+    from tests.verification.verify_models import scale_conv_weight
 
     scale_conv_weight(folder / "small.onnx", "conv1", folder / "small_bad.onnx")
 
 
 def _dynamic(folder: Path) -> None:
     """A TorchScript export with dynamic_axes {0: "batch"} (conv, pool, conv, view, Linear)."""
-    from tests.batch import exporters
+    from tests.conversion.symbolic_batch import exporters
 
     onnx.save(exporters.torchscript(17), folder / "dynamic.onnx")
 
@@ -89,7 +89,7 @@ def _dynamic_nhwc(folder: Path) -> None:
 
 def _stacked(folder: Path) -> None:
     """Relu(x) concatenated with x along axis 0, the symbolic batch: it mixes the samples."""
-    from tests.batch import exporters
+    from tests.conversion.symbolic_batch import exporters
 
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
              helper.make_node("Concat", ["r", "x"], ["y"], name="batch_concat", axis=0)]
@@ -98,7 +98,7 @@ def _stacked(folder: Path) -> None:
 
 def _classifier_keras(folder: Path) -> None:
     """Input(name="img") 7x5x3 -> Conv2D -> GlobalAveragePooling -> Dense "probs"."""
-    from tests.deployment.models import keras_classifier
+    from tests.conversion.deployment.models import keras_classifier
 
     keras_classifier(folder / "classifier.keras")
 

@@ -1,6 +1,6 @@
 """One conversion run collects the refusals of every stage (frontend, up-front scan, layout,
 empty tensors, legalisation) into the one error, the report's ``refused`` list and the count
-(issue 30, item 1: before, the first stage that refused anything stopped the run)."""
+."""
 from __future__ import annotations
 
 import json
@@ -206,7 +206,7 @@ def test_the_cut_needs_one_checking_conversion_after_refusals_at_every_stage(
         tmp_path, monkeypatch):
     """Side branches refused at five stages (frontend, scan, layout, empty tensor,
     legalisation) are all in the first error, so the exact cut is right the first time: one
-    conversion to check it (issue 30, item 16: it took one per stage)."""
+    conversion to check it."""
     from nhwc_onnx import api
 
     f = TensorProto.FLOAT

@@ -1,4 +1,4 @@
-"""Issue 30 #14: text the command line prints from a file never carries raw control characters.
+"""Text the command line prints from a file never carries raw control characters.
 
 A node named `relu ESC [2J` cleared the user's screen in `check`'s text output and in errors.
 Every line goes through one place (``cli.common.echo``, and the log formatter), which escapes

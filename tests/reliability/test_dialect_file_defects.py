@@ -1,10 +1,10 @@
-"""Issue 30 #12, #13: defects of a dialect file's tensors and names, through every command that
+"""Defects of a dialect file's tensors and names, through every command that
 reads a dialect model (``check``, ``info``, ``run``, ``lower``).
 
-#12: impossible dims - ``[-2, -2, 27]``, ``[2^32, 2^32, 1, 1]`` with no data, a product that
+Impossible dims - ``[-2, -2, 27]``, ``[2^32, 2^32, 1, 1]`` with no data, a product that
 wraps int64 - were internal errors (exit 1, a numpy ValueError); they are exit 2, one line
 naming the file and the tensor, status "unreadable" in ``check``'s JSON.
-#13: two initializers with one name passed ``check`` (and ``run`` silently used the second);
+Two initializers with one name passed ``check`` (and ``run`` silently used the second);
 onnx.checker rejects them. Now a ``duplicate-name`` rule violation: ``check`` exit 1, ``run``
 and ``lower`` refuse.
 """

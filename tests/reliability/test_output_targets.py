@@ -1,4 +1,4 @@
-"""Issue 18 findings 1-3, through the real command line: the model (-o), the report (--report)
+"""The model (-o), the report (--report)
 and every batch output are planned and checked before converting. A path that is a source,
 another output, a directory or not a regular file is refused (exit 1, nothing written); a
 symlink to a regular file is written through (the link stays, its target is replaced)."""

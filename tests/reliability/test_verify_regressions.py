@@ -1,4 +1,4 @@
-"""verify and verify --bisect for every source format (issue 18, #12 and #13): through the CLI
+"""verify and verify --bisect for every source format: through the CLI
 in-process, and the two regressions once more as real processes.
 
 The TensorFlow model is the one of the issue: Input(19,23,3) -> Conv2D(32,3,same) -> BatchNorm
