@@ -82,6 +82,9 @@ class Converter:
     fn: Callable
     doc: str = ""
     declarations: dict[str, Declaration] = field(default_factory=dict)
+    # check(node) -> the reason this node's configuration has no exact form, or None; run by
+    # the up-front scan before anything is converted
+    check: Callable | None = None
 
 
 def _for(name: str, value: PerName, default: Any = None) -> Any:
@@ -98,11 +101,14 @@ class OpRegistry:
         self._by_name: dict[str, Converter] = {}
 
     def register(self, *names: str, emits: PerName = None, converts: PerName = None,
-                 condition: PerName = None, doc: str = "") -> Callable[[Callable], Callable]:
+                 condition: PerName = None, doc: str = "", check: Callable | None = None
+                 ) -> Callable[[Callable], Callable]:
         """Register ``fn`` for ``names``, with each name's Declaration (``emits``,
-        ``converts``, ``condition``: one value for all names, or a dict by name)."""
+        ``converts``, ``condition``: one value for all names, or a dict by name) and an
+        up-front ``check`` of a node's configuration (see ``Converter.check``)."""
         def deco(fn: Callable) -> Callable:
-            conv = Converter(tuple(names), fn, doc or (fn.__doc__ or "").strip().split("\n")[0])
+            conv = Converter(tuple(names), fn, doc or (fn.__doc__ or "").strip().split("\n")[0],
+                             check=check)
             for name in names:
                 if name in self._by_name:
                     raise ValueError(
@@ -134,6 +140,18 @@ class OpRegistry:
     def describe(self) -> list[tuple[str, str]]:
         """(op name, one-line description) for docs and ``nhwc-onnx ops --framework``."""
         return [(n, self._by_name[n].doc) for n in self.names()]
+
+    def checked(self, nodes: Iterable[N], describe: Callable[[N], tuple[str, str]]
+                ) -> list[NodeProblem]:
+        """One problem per node whose converter's check finds no exact form for it."""
+        problems = []
+        for node in nodes:
+            name, op = describe(node)
+            conv = self._by_name.get(op)
+            reason = conv.check(node) if conv is not None and conv.check is not None else None
+            if reason:
+                problems.append(NodeProblem(name, op, reason))
+        return problems
 
     def unsupported(self, items: Iterable[tuple[str, str]]) -> list[NodeProblem]:
         """One problem per (node name, op) without a converter."""
