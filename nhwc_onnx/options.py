@@ -313,11 +313,7 @@ class ConvertOptions:
                 value = list(value)
             recorded[name] = value
         recorded.update(domain=self.domain, weights_as_constants=self.weights_as_constants,
-                        allow_transpose=self.allow_transpose,
-                        # The option is gone (no rewrite approximates any more, see
-                        # docs/rounding.md); the entry stays so that files keep their bytes
-                        # and report readers their key.
-                        approximate_padding=False)
+                        allow_transpose=self.allow_transpose)
         if self.strict:
             recorded["strict"] = True
         if self.keep_layout:

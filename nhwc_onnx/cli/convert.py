@@ -43,9 +43,6 @@ from .common import (
 @click.option("--weights-as-constants", is_flag=True, help="Weights as Constant nodes.")
 @click.option("--allow-transpose", is_flag=True,
               help="Insert a layout Transpose where NCHW semantics need one (warns per node).")
-@click.option("--approximate-padding", is_flag=True, hidden=True,
-              help="No effect: accepted so that old command lines still run (no rewrite "
-                   "approximates padding any more; see --strict).")
 @click.option("--strict", is_flag=True,
               help="Refuse rounding-level rewrites too (x/c as x*(1/c), ...): bit-exact only.")
 @names_option("--keep-layout", metavar="NAME[,NAME]",
