@@ -207,7 +207,7 @@ def test_the_cut_needs_one_checking_conversion_after_refusals_at_every_stage(
     """Side branches refused at five stages (frontend, scan, layout, empty tensor,
     legalisation) are all in the first error, so the exact cut is right the first time: one
     conversion to check it."""
-    from nhwc_onnx import api
+    from nhwc_onnx.conversion import convert as conversion
 
     f = TensorProto.FLOAT
     nodes = [
@@ -226,16 +226,16 @@ def test_the_cut_needs_one_checking_conversion_after_refusals_at_every_stage(
                  [helper.make_tensor_value_info(n, f, None)
                   for n in ("s", "e", "flat", "sq", "big")], inits)
     calls = []
-    original = api.convert
+    original = conversion.convert
 
     def counting(*args, **kwargs):
         options = kwargs.get("options")
         calls.append(True if options is None else options.exact_cut)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(api, "convert", counting)
+    monkeypatch.setattr(conversion, "convert", counting)
     with pytest.raises(UnsupportedOpError) as info:
-        api.convert(path)
+        conversion.convert(path)
     assert {p.node for p in info.value.problems} == {
         "frontend", "scan", "layout", "empty", "square_of_nothing", "legalize"}
     assert info.value.exact_cut.outputs == ["r"]

@@ -78,7 +78,7 @@ def plan(sources, out_dir: Path, report_dir: Path | None, options: ConvertOption
     symlink as the output or report folder included). The names are derived: a symlink at one
     of them will be replaced, not followed.
     """
-    from ..api import source_files
+    from .convert import source_files
     from ..files.writes import plan_targets
 
     outputs = output_names(list(sources), out_dir)
@@ -92,7 +92,7 @@ def plan(sources, out_dir: Path, report_dir: Path | None, options: ConvertOption
 def options_per_source(sources, options: ConvertOptions) -> list[ConvertOptions]:
     """``--weights`` and ``--signature`` go to the sources that read them (a batch may mix
     Caffe nets and ONNX models); one that no source reads is a UsageError, as in single mode."""
-    from ..api import DEFAULT_SIGNATURE
+    from .convert import DEFAULT_SIGNATURE
 
     given = {"weights": options.weights is not None,
              "signature": options.signature != DEFAULT_SIGNATURE}
@@ -153,7 +153,8 @@ def convert_one(source: str, output: str, options: ConvertOptions,
 
 def _convert_one(source: str, output: str, options: ConvertOptions,
                  verification: Verification | None, report_path: str | None) -> BatchOutcome:
-    from ..api import VerifyBeforeWrite, convert, write_refusal_report, write_report
+    from .convert import VerifyBeforeWrite, convert
+    from .report import write_refusal_report, write_report
 
     start = time.perf_counter()
     report = None if report_path is None else Path(report_path)

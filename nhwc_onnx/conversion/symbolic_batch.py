@@ -21,17 +21,9 @@ from ..errors import NhwcOnnxError, NodeProblem, UnsupportedOpError
 from ..ir import Model
 from ..ir.io_names import name_graph_io
 from ..options import ConvertOptions
-from ..schemas.symbolic_batch import PROBES
+from ..ir.input_shapes import PROBES, probing  # noqa: F401  (probing: this module's API)
 
 log = logging.getLogger("nhwc_onnx.passes")  # where the passes log their warnings
-
-
-def probing(options: ConvertOptions) -> ConvertOptions:
-    """The options of the first conversion: an open batch takes the first probe size (none
-    with --batch, which fixes every batch)."""
-    if options.batch is not None or options.batch_probe is not None:
-        return options
-    return options.replace(batch_probe=PROBES[0])
 
 
 def probed_inputs(model: Model) -> dict[str, str]:

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-# Two sizes no real dimension is likely to equal (2, 3, 5, 7 are common kernel, grid and
-# channel sizes); the converter's probe conversions use the same two.
-PROBES = (11, 13)
+# The converter's two probe sizes, which the symbolic checks of validate() use too
+from ..ir.input_shapes import PROBES
 
 
 def at_probe(shape, size: int):

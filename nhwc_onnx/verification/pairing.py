@@ -31,7 +31,7 @@ def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framewo
         article = "an" if framework[0] in "aeiou" else "a"
         raise ModelLoadError(f"{origin}, not from {article} {framework} model like '{source}'; "
                              "verify it against the model it was converted from")
-    from ..conversion.symbolic_batch import probing
+    from ..ir.input_shapes import probing
 
     source_model = frameworks.load_source(source, framework, probing(options))
     parsed = source_model.graph

@@ -172,7 +172,9 @@ def test_layers_cost_no_conversion_and_one_extra_run_of_each_model(tmp_path, mon
 
     monkeypatch.setattr(runtime, "run", count("ours", real_run))
     monkeypatch.setattr(onnx_reference.SourceReference, "run", count("source", real_source))
-    monkeypatch.setattr(nhwc_onnx.api, "convert", count("convert", nhwc_onnx.api.convert))
+    from nhwc_onnx.conversion import convert as conversion
+
+    monkeypatch.setattr(conversion, "convert", count("convert", conversion.convert))
     report = nhwc_onnx.verify(src, model, layers=True, samples=2)
     assert report.ok and len(report.layers) == len(ONNX_SHARED)
     assert calls == {"ours": 4, "source": 4, "convert": 0}
