@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from nhwc_onnx.serialize import load
+from nhwc_onnx.serialize import load, save
 from tests.verify.verify_models import (
     CAFFE_ARGS,
     CAFFE_CONV_B,
@@ -76,6 +76,20 @@ def test_onnx_scaled_conv_weight_is_the_first_failing_tensor(run_cli, tmp_path):
     marked = [line for line in text.stdout.splitlines() if "<- first out of tolerance" in line]
     assert len(marked) == 1 and " c2 " in marked[0] and marked[0].lstrip().startswith("BAD")
     assert "first divergence: node 'conv_b'" in text.stdout
+
+
+def test_layers_cosine_of_a_negated_tensor_is_minus_one(run_cli, tmp_path):
+    """conv_a has no bias: negating its weight in the converted file negates c1 exactly."""
+    src = onnx_net(tmp_path / "net.onnx")
+    out = tmp_path / "net.nhwc.onnx"
+    assert run_cli("convert", src, "-o", out).exit_code == 0
+    model = load(out)
+    weight = next(n for n in model.graph.nodes if n.name == "conv_a").inputs[1]
+    weight.set_const(-np.asarray(weight.const))
+    save(model, tmp_path / "negated.onnx")
+    report = _layers(run_cli, src, tmp_path / "negated.onnx", exit_code=3)
+    c1 = next(e for e in report["layers"] if e["converted_name"] == "c1")
+    assert c1["cosine"] == pytest.approx(-1.0, abs=1e-6) and not c1["ok"]
 
 
 def test_caffe_layers_follow_blob_versions_of_in_place_layers(run_cli, tmp_path):

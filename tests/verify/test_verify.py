@@ -35,6 +35,13 @@ def test_compare_reports_errors_relative_to_the_output_scale():
     assert 0.99999 < c.cosine <= 1.0
 
 
+def test_cosine_keeps_the_sign_of_a_negated_tensor():
+    ref = np.array([[1.0, -4.0], [2.0, 0.5]], np.float32)
+    assert compare("y", ref, -ref).cosine == pytest.approx(-1.0, abs=1e-12)
+    orthogonal = compare("y", np.array([1.0, 0.0]), np.array([0.0, 1.0]))
+    assert orthogonal.cosine == pytest.approx(0.0, abs=1e-12)
+
+
 def test_compare_shape_mismatch_and_nan_fail():
     assert not compare("y", np.zeros((2, 3)), np.zeros((3, 2))).within
     ref = np.array([1.0, np.nan])
