@@ -267,6 +267,8 @@ def info(file: str, framework: str | None, weights: str | None, fmt: str) -> Non
 def format_info(data: dict) -> str:
     """``info``'s text: the summary line, inputs and outputs (an unknown dim is ``?``, a
     symbolic one its name), ops, embedded preprocessing and how a conversion would end."""
+    from ..serialize.keys import KEY_PREPROCESSING, read_preprocessing
+
     parameters = data["parameters"]
     lines = [f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, {data['nodes']} nodes, "
              + (f"{parameters:,} parameters" if parameters is not None else "weights not read")]
@@ -275,8 +277,9 @@ def format_info(data: dict) -> str:
             shape = " x ".join("?" if d is None else str(d) for d in v["shape"] or []) or "?"
             lines.append(f"  {kind[:-1]:6} {v['name']}: {v['dtype'] or '?'} {shape}")
     lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
-    embedded = json.loads(data["metadata"].get("preprocessing") or "{}")
-    for name, step in sorted(embedded.items()) if isinstance(embedded, dict) else ():
+    embedded = (read_preprocessing(data["metadata"].get(KEY_PREPROCESSING))
+                if data["format"] == "nhwc dialect" else {})  # a source's key is not ours
+    for name, step in sorted(embedded.items()):
         reverse = "channels reversed, " if step.get("reverse_channels") else ""
         lines.append(f"  preprocessing: '{name}' takes raw pixels ({reverse}mean "
                      f"{step.get('mean')}, std {step.get('std')})")

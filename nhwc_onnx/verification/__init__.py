@@ -9,7 +9,6 @@ the conversion was (``--inputs``, ``--outputs``, ``--input-shape``, ``--batch``)
 """
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,7 +19,14 @@ from .. import frameworks
 from ..errors import ModelLoadError, UsageError, VerificationError
 from ..ir import Model
 from ..options import ConvertOptions
-from ..serialize.keys import KEY_IO_PERMUTATIONS
+from ..serialize.keys import (
+    KEY_IO_PERMUTATIONS,
+    KEY_PREPROCESSING,
+    KEY_SOURCE_NAMES,
+    read_io_permutations,
+    read_preprocessing,
+    read_source_names,
+)
 from .compare import TensorComparison, compare, to_converted_layout, to_source_layout
 from .layers import LayerComparison, compare_layers, first_divergence
 from .samples import Samples, near_constant, random_inputs, worse
@@ -77,13 +83,11 @@ SYMBOLIC_BATCHES = (1, 3)
 def _io_permutations(model: Model) -> dict[str, list[int]]:
     if model.io_permutations:
         return dict(model.io_permutations)
-    raw = model.metadata.get(KEY_IO_PERMUTATIONS)
-    return json.loads(raw) if raw else {}
+    return read_io_permutations(model.metadata.get(KEY_IO_PERMUTATIONS))
 
 
 def _source_names(model: Model) -> dict[str, str]:
-    raw = model.metadata.get("source_names")
-    return json.loads(raw) if raw else {}
+    return read_source_names(model.metadata.get(KEY_SOURCE_NAMES))
 
 
 def verify(
@@ -226,13 +230,8 @@ def preprocessed(model: Model, feeds: Mapping[str, np.ndarray], perms: Mapping[s
     """The source's inputs for the converted model's ``feeds`` (source layout): where the
     model embeds preprocessing (metadata ``preprocessing``), the source sees
     ((x, channels reversed if asked) - mean) / std, computed in float32 as a user would."""
-    raw = model.metadata.get("preprocessing")
-    if not raw:
-        return dict(feeds)
-    steps = json.loads(raw)
+    steps = read_preprocessing(model.metadata.get(KEY_PREPROCESSING))
     result = dict(feeds)
-    if not isinstance(steps, dict):  # files of 0.1.0 used the key for Caffe's transform_param
-        return result
     for name, step in steps.items():
         if name not in result:
             continue
