@@ -29,7 +29,7 @@ from ..serialize.keys import (
 )
 from .compare import TensorComparison, compare, to_converted_layout, to_source_layout
 from .layers import LayerComparison, compare_layers, first_divergence
-from .samples import Samples, near_constant, random_inputs, worse
+from .samples import Samples, Spread, random_inputs, worse
 
 __all__ = ["LayerComparison", "TensorComparison", "VerificationReport", "random_inputs",
            "verify"]
@@ -180,7 +180,8 @@ def verify(
     report.batches = list(batches) if symbolic else []
     report.summary = _summary(model, perms, parsed)
     worst: dict[tuple[str, int | None], TensorComparison] = {}
-    seen: dict[str, list[np.ndarray]] = {name: [] for name in out_names}
+    # Per output, only its running spread over the samples (never every sample's arrays)
+    spreads = {name: Spread() for name in out_names}
     for batch in batches:
         for index in range(samples):
             ours = run_ours(batch, index)
@@ -191,16 +192,15 @@ def verify(
                 c.sample = index
                 worst[name, batch] = worse(worst.get((name, batch)), c)
                 if batch == batches[0]:  # the spread over samples, at one batch size
-                    seen[name].append(np.asarray(theirs[fetch[name]]))
+                    spreads[name].add(theirs[fetch[name]])
+            del ours, theirs
     report.outputs = [worst[name, batch] for batch in batches for name in out_names]
     for name in out_names:
-        scale = max((float(np.abs(a).max()) for a in seen[name] if a.size
-                     and np.issubdtype(a.dtype, np.number)), default=0.0)
-        warning = near_constant(name, seen[name], atol + rtol * scale)
+        spread = spreads.pop(name)
+        warning = spread.warning(name, atol + rtol * spread.scale)
         if warning:
             report.near_constant.append(name)
             report.warnings.append(warning)
-    del seen
     if layers or (bisect and not report.ok):
         from .tensors import shared_tensors
 

@@ -213,3 +213,32 @@ def test_compare_states_the_tolerance_it_applied():
     assert c.tolerance == pytest.approx(1e-3 + 1e-2 * 3.0) and c.batch == 7
     assert compare("y", reference, reference[:1], atol=2e-3).tolerance == 2e-3
     assert compare("y", reference[:0], reference[:0], atol=5e-3).tolerance == 5e-3
+
+
+def test_memory_of_a_verification_does_not_grow_with_samples(tmp_path):
+    """Each sample's outputs are dropped once compared: peak traced memory at 8 samples is
+    that at 2 (it grew by about 8 float32 copies of the output per sample)."""
+    import tracemalloc
+
+    w = np.random.default_rng(0).standard_normal((16, 3, 3, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])],
+        "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 96, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    src = tmp_path / "wide.onnx"
+    onnx.save(model, src)
+    converted = nhwc_onnx.convert(src).model
+    output_bytes = 16 * 96 * 64 * 4
+    nhwc_onnx.verify(src, converted, samples=2)  # runtimes loaded, sessions cached
+    peaks = {}
+    for samples in (2, 8):
+        tracemalloc.start()
+        try:
+            assert nhwc_onnx.verify(src, converted, samples=samples).ok
+            peaks[samples] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peaks[8] - peaks[2] < output_bytes, peaks
