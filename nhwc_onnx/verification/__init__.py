@@ -155,7 +155,12 @@ def verify(
     symbolic = feeds is None and any(isinstance(shape[0], str) for shape in shapes.values()
                                      if shape)
     batches = SYMBOLIC_BATCHES if symbolic else (None,)
-    inputs = {batch: Samples({n: tuple(batch if isinstance(d, str) else d for d in shape)
+    # given feeds fix the batch of the random samples after them too
+    fed_batch = next((int(np.shape(feeds[n])[0]) for n, shape in shapes.items()
+                      if shape and isinstance(shape[0], str) and np.ndim(feeds[n])),
+                     None) if feeds is not None else None
+    inputs = {batch: Samples({n: tuple((fed_batch if batch is None else batch)
+                                       if isinstance(d, str) else d for d in shape)
                               for n, shape in shapes.items()}, feeds, seed, samples)
               for batch in batches}
     reference = fw.reference(source, options)

@@ -242,3 +242,40 @@ def test_memory_of_a_verification_does_not_grow_with_samples(tmp_path):
         finally:
             tracemalloc.stop()
     assert peaks[8] - peaks[2] < output_bytes, peaks
+
+
+def test_input_file_fixes_the_symbolic_batch_of_the_random_samples_too(run_cli, tmp_path):
+    src = onnx_net(tmp_path / "net.onnx", static=False)
+    out = tmp_path / "net.nhwc.onnx"
+    assert run_cli("convert", src, "-o", out).exit_code == 0
+    x = np.random.default_rng(1).uniform(-1, 1, (5, 3, 11, 7)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = run_cli("verify", src, out, "--input", f"x={tmp_path / 'x.npy'}", "--samples", "3",
+                     "--format", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["samples"] == 3 and report["ok"]
+    assert {tuple(o["source_shape"]) for o in report["outputs"]} == {(5, 5), (5, 3)}
+
+
+def test_convert_verify_takes_input_files_like_verify(run_cli, tmp_path):
+    src = onnx_net(tmp_path / "net.onnx", static=False)
+    x = np.random.default_rng(2).uniform(-1, 1, (5, 3, 11, 7)).astype(np.float32)
+    npy = tmp_path / "x.npy"
+    np.save(npy, x)
+    out, report = tmp_path / "net.nhwc.onnx", tmp_path / "r.json"
+    result = run_cli("convert", src, "-o", out, "--verify", "--input", f"x={npy}",
+                     "--samples", "2", "--report", report)
+    assert result.exit_code == 0, result.output
+    verification = json.loads(report.read_text())["verification"]
+    assert verification["samples"] == 2 and verification["ok"]
+    # the file was sample 0: its batch of 5, where random inputs alone run at 1 and 3
+    assert {tuple(o["source_shape"]) for o in verification["outputs"]} == {(5, 5), (5, 3)}
+    # --input describes the verification, and is an input: never an output path
+    assert run_cli("convert", src, "-o", out, "--input", f"x={npy}").exit_code == 2
+    before = npy.read_bytes()
+    clash = run_cli("convert", src, "-o", npy, "--verify", "--input", f"x={npy}")
+    assert clash.exit_code != 0 and npy.read_bytes() == before
+    several = run_cli("convert", src, src, "--output-dir", tmp_path / "o", "--verify",
+                      "--input", f"x={npy}")
+    assert several.exit_code == 2 and "--input" in several.stderr
