@@ -158,8 +158,11 @@ def tolerance_options(command):
 
 
 def verification_options(command):
-    """--layers, --samples and --html, the same for convert --verify and verify."""
+    """--input, --layers, --samples and --html, the same for convert --verify and verify."""
     for decorate in reversed((
+        names_option("--input", "input_files", metavar="NAME=FILE.npy",
+                     help="Input value in the source layout, keyed by the converted model's "
+                          "input name (default: seeded random)."),
         click.option("--layers", is_flag=True,
                      help="Also compare every tensor both models compute (a table in graph "
                           "order; the first out of tolerance marked)."),
@@ -172,6 +175,19 @@ def verification_options(command):
     )):
         command = decorate(command)
     return command
+
+
+def parse_input_files(items: tuple[str, ...]) -> list[tuple[str, str]]:
+    """--input NAME=FILE.npy values as (name, file) pairs, in order."""
+    from ..errors import UsageError
+
+    pairs = []
+    for item in items:
+        name, sep, file = item.partition("=")
+        if not sep:
+            raise UsageError(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
+        pairs.append((name, file))
+    return pairs
 
 
 def parse_shapes(values: tuple[str, ...]) -> dict[str, list[int]]:

@@ -21,6 +21,7 @@ from .common import (
     framework_option,
     names_option,
     parse_channel_values,
+    parse_input_files,
     parse_renames,
     progress,
     source_options,
@@ -76,8 +77,8 @@ from .common import (
 @click.pass_obj
 def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
             output_dir: str | None, report_path: str | None, no_cut: bool, do_verify: bool,
-            bisect: bool, atol: float, rtol: float, layers: bool, samples: int,
-            html_path: str | None, jobs: int, **params) -> None:
+            bisect: bool, atol: float, rtol: float, input_files: tuple[str, ...], layers: bool,
+            samples: int, html_path: str | None, jobs: int, **params) -> None:
     """Convert TensorFlow, Caffe or ONNX models to the NHWC dialect.
 
     Nothing is written when a model cannot be converted exactly. Exit codes: 0 ok,
@@ -93,9 +94,10 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     if output and output_dir:
         raise UsageError("-o names the output file of one source, --output-dir the folder of a "
                          "batch: give one of them")
-    if not do_verify and (layers or samples != 1 or html_path):
-        given = [o for o, on in (("--layers", layers), ("--samples", samples != 1),
-                                 ("--html", html_path)) if on]
+    inputs = parse_input_files(input_files)
+    if not do_verify and (layers or samples != 1 or html_path or inputs):
+        given = [o for o, on in (("--input", inputs), ("--layers", layers),
+                                 ("--samples", samples != 1), ("--html", html_path)) if on]
         raise UsageError(f"{', '.join(given)} describe(s) the verification: add --verify")
     if len(sources) > 1 or output_dir:
         if output:
@@ -105,6 +107,9 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         if html_path:
             raise UsageError("--html writes the page of one conversion; with several sources "
                              "use --report (its verification holds the same data)")
+        if inputs:
+            raise UsageError("--input feeds the verification of one model; several sources "
+                             "are verified on seeded random inputs")
         raise SystemExit(_convert_many(settings, sources, Path(output_dir), options, jobs,
                                        do_verify, atol, rtol, report_path, layers, samples))
     if not output:
@@ -119,10 +124,16 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     targets = [("output", Path(output))] + ([("report", Path(report_path))] if report_path else [])
     if html_path:
         targets.append(("HTML page", Path(html_path)))
-    plan_targets(targets, source_files(source, options))  # before the (long) conversion
+    # before the (long) conversion; no output may replace a source or an --input file
+    plan_targets(targets, source_files(source, options) + [Path(f) for _, f in inputs])
+    feeds = None
+    if inputs:
+        from ..files.npy import load_npy
+
+        feeds = {name: load_npy(file) for name, file in inputs}
     stages = StageReporter(source, wanted(settings.verbosity < 0))
     check = VerifyBeforeWrite(source, options, atol=atol, rtol=rtol, bisect=bisect,
-                              layers=layers or bool(html_path), samples=samples,
+                              layers=layers or bool(html_path), samples=samples, feeds=feeds,
                               started=lambda: stages("verify")) if do_verify else None
     try:
         result = api_convert(source, output, options, progress=stages, before_write=check)
@@ -193,8 +204,6 @@ def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int
 @click.argument("source", help="The source model, as given to convert.")
 @click.argument("converted", type=FILE, help="The dialect model converted from SOURCE.")
 @source_options
-@names_option("--input", "input_files", metavar="NAME=FILE.npy",
-              help="Input value in the source layout (default: seeded random).")
 @tolerance_options
 @click.option("--bisect", "--per-node", "bisect", is_flag=True,
               help="When outputs differ, name the first node whose output diverges.")
@@ -211,12 +220,7 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
     from ..files.npy import load_npy
 
     options = convert_options(params)
-    inputs = []
-    for item in input_files:
-        name, sep, file = item.partition("=")
-        if not sep:
-            raise UsageError(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
-        inputs.append((name, file))
+    inputs = parse_input_files(input_files)
     if html_path:  # checked before anything is read or run
         from ..files.writes import plan_targets
 
@@ -264,6 +268,8 @@ def info(file: str, framework: str | None, weights: str | None, fmt: str) -> Non
 def format_info(data: dict) -> str:
     """``info``'s text: the summary line, inputs and outputs (an unknown dim is ``?``, a
     symbolic one its name), ops, embedded preprocessing and how a conversion would end."""
+    from ..serialize.keys import KEY_PREPROCESSING, read_preprocessing
+
     parameters = data["parameters"]
     lines = [f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, {data['nodes']} nodes, "
              + (f"{parameters:,} parameters" if parameters is not None else "weights not read")]
@@ -272,8 +278,9 @@ def format_info(data: dict) -> str:
             shape = " x ".join("?" if d is None else str(d) for d in v["shape"] or []) or "?"
             lines.append(f"  {kind[:-1]:6} {v['name']}: {v['dtype'] or '?'} {shape}")
     lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
-    embedded = json.loads(data["metadata"].get("preprocessing") or "{}")
-    for name, step in sorted(embedded.items()) if isinstance(embedded, dict) else ():
+    embedded = (read_preprocessing(data["metadata"].get(KEY_PREPROCESSING))
+                if data["format"] == "nhwc dialect" else {})  # a source's key is not ours
+    for name, step in sorted(embedded.items()):
         reverse = "channels reversed, " if step.get("reverse_channels") else ""
         lines.append(f"  preprocessing: '{name}' takes raw pixels ({reverse}mean "
                      f"{step.get('mean')}, std {step.get('std')})")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,15 +278,17 @@ def _attach_exact_cut(exc: UnsupportedOpError, src: Path, options: ConvertOption
 
 class VerifyBeforeWrite:
     """A ``before_write`` for convert(): the finished model is verified against ``source`` on
-    inputs seeded by ``options.seed`` (its verdict stays in ``.report``); a mismatch is not
-    written. ``started()`` is called as verification starts (a progress line)."""
+    ``feeds`` (as ``verify`` takes them) and inputs seeded by ``options.seed`` (its verdict
+    stays in ``.report``); a mismatch is not written. ``started()`` is called as verification
+    starts (a progress line)."""
 
     def __init__(self, source, options: ConvertOptions, *, atol: float, rtol: float,
                  bisect: bool = False, layers: bool = False, samples: int = 1,
+                 feeds: Mapping[str, Any] | None = None,
                  started: Callable[[], None] | None = None):
         self.source, self.options, self.started = source, options, started
         self.settings = {"atol": atol, "rtol": rtol, "bisect": bisect, "layers": layers,
-                         "samples": samples}
+                         "samples": samples, "feeds": feeds}
         self.report = None
 
     def __call__(self, model: Model, report: ConversionReport) -> bool:

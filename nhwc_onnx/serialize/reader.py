@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
@@ -24,7 +23,7 @@ from ..files.reads import (
     remember_origin,
 )
 from .attributes import read_attribute
-from .keys import KEY_IO_PERMUTATIONS
+from .keys import KEY_IO_PERMUTATIONS, READERS, check_model_metadata
 from .tensors import dtype_from_onnx, read_type, tensor_to_array
 
 
@@ -224,7 +223,7 @@ class _GraphReader:
         self.model.producer_name = (self.text(proto.producer_name, "producer_name")
                                     or self.model.producer_name)
         self.model.doc = self.text(proto.doc_string, "doc_string")
-        _read_metadata(proto, self.model, self.text)
+        _read_metadata(proto, self.model, self.text, label)
         self.infos = {self.text(vi.name, "a value name"): read_type(vi.type)
                       for vi in (*self.gp.value_info, *self.gp.output, *self.gp.input)}
         self.values: dict[str, Value] = {}
@@ -328,6 +327,10 @@ class _GraphReader:
         self.model.load_issues += [
             ValidationIssue("", "", "duplicate-name", f"the graph lists input '{name}' "
                             f"{count} times") for name, count in self.listed.items() if count > 1]
+        try:
+            check_model_metadata(self.model)
+        except ModelLoadError as exc:
+            raise ModelLoadError(f"{self.label}: {exc}") from None
         return self.model
 
 
@@ -382,15 +385,17 @@ def _read_constant_node(
         raise ModelLoadError(f"{label}: tensor '{name}' is defined twice (Constant '{n.name}')")
 
 
-def _read_metadata(proto: ModelProto, model: Model, text) -> None:
+def _read_metadata(proto: ModelProto, model: Model, text, label: str) -> None:
     for entry in proto.metadata_props:
         text(entry.key, "a metadata key")
         text(entry.value, "a metadata value")
-        if entry.key == KEY_IO_PERMUTATIONS:
+        read = READERS.get(entry.key)
+        if read is not None:
             try:
-                perms = json.loads(entry.value)
-                model.io_permutations = {str(k): [int(i) for i in p] for k, p in perms.items()}
+                value = read(entry.value)
+            except ModelLoadError as exc:
+                raise ModelLoadError(f"{label}: {exc}") from None
+            if entry.key == KEY_IO_PERMUTATIONS:
+                model.io_permutations = value
                 continue
-            except (ValueError, TypeError, AttributeError):
-                pass  # not ours: keep it as plain metadata
         model.metadata[entry.key] = entry.value

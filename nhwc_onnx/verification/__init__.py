@@ -9,7 +9,6 @@ the conversion was (``--inputs``, ``--outputs``, ``--input-shape``, ``--batch``)
 """
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,10 +19,17 @@ from .. import frameworks
 from ..errors import ModelLoadError, UsageError, VerificationError
 from ..ir import Model
 from ..options import ConvertOptions
-from ..serialize.keys import KEY_IO_PERMUTATIONS
+from ..serialize.keys import (
+    KEY_IO_PERMUTATIONS,
+    KEY_PREPROCESSING,
+    KEY_SOURCE_NAMES,
+    read_io_permutations,
+    read_preprocessing,
+    read_source_names,
+)
 from .compare import TensorComparison, compare, to_converted_layout, to_source_layout
 from .layers import LayerComparison, compare_layers, first_divergence
-from .samples import Samples, near_constant, random_inputs, worse
+from .samples import Samples, Spread, random_inputs, worse
 
 __all__ = ["LayerComparison", "TensorComparison", "VerificationReport", "random_inputs",
            "verify"]
@@ -77,13 +83,11 @@ SYMBOLIC_BATCHES = (1, 3)
 def _io_permutations(model: Model) -> dict[str, list[int]]:
     if model.io_permutations:
         return dict(model.io_permutations)
-    raw = model.metadata.get(KEY_IO_PERMUTATIONS)
-    return json.loads(raw) if raw else {}
+    return read_io_permutations(model.metadata.get(KEY_IO_PERMUTATIONS))
 
 
 def _source_names(model: Model) -> dict[str, str]:
-    raw = model.metadata.get("source_names")
-    return json.loads(raw) if raw else {}
+    return read_source_names(model.metadata.get(KEY_SOURCE_NAMES))
 
 
 def verify(
@@ -151,7 +155,12 @@ def verify(
     symbolic = feeds is None and any(isinstance(shape[0], str) for shape in shapes.values()
                                      if shape)
     batches = SYMBOLIC_BATCHES if symbolic else (None,)
-    inputs = {batch: Samples({n: tuple(batch if isinstance(d, str) else d for d in shape)
+    # given feeds fix the batch of the random samples after them too
+    fed_batch = next((int(np.shape(feeds[n])[0]) for n, shape in shapes.items()
+                      if shape and isinstance(shape[0], str) and np.ndim(feeds[n])),
+                     None) if feeds is not None else None
+    inputs = {batch: Samples({n: tuple((fed_batch if batch is None else batch)
+                                       if isinstance(d, str) else d for d in shape)
                               for n, shape in shapes.items()}, feeds, seed, samples)
               for batch in batches}
     reference = fw.reference(source, options)
@@ -176,7 +185,8 @@ def verify(
     report.batches = list(batches) if symbolic else []
     report.summary = _summary(model, perms, parsed)
     worst: dict[tuple[str, int | None], TensorComparison] = {}
-    seen: dict[str, list[np.ndarray]] = {name: [] for name in out_names}
+    # Per output, only its running spread over the samples (never every sample's arrays)
+    spreads = {name: Spread() for name in out_names}
     for batch in batches:
         for index in range(samples):
             ours = run_ours(batch, index)
@@ -187,16 +197,15 @@ def verify(
                 c.sample = index
                 worst[name, batch] = worse(worst.get((name, batch)), c)
                 if batch == batches[0]:  # the spread over samples, at one batch size
-                    seen[name].append(np.asarray(theirs[fetch[name]]))
+                    spreads[name].add(theirs[fetch[name]])
+            del ours, theirs
     report.outputs = [worst[name, batch] for batch in batches for name in out_names]
     for name in out_names:
-        scale = max((float(np.abs(a).max()) for a in seen[name] if a.size
-                     and np.issubdtype(a.dtype, np.number)), default=0.0)
-        warning = near_constant(name, seen[name], atol + rtol * scale)
+        spread = spreads.pop(name)
+        warning = spread.warning(name, atol + rtol * spread.scale)
         if warning:
             report.near_constant.append(name)
             report.warnings.append(warning)
-    del seen
     if layers or (bisect and not report.ok):
         from .tensors import shared_tensors
 
@@ -226,13 +235,8 @@ def preprocessed(model: Model, feeds: Mapping[str, np.ndarray], perms: Mapping[s
     """The source's inputs for the converted model's ``feeds`` (source layout): where the
     model embeds preprocessing (metadata ``preprocessing``), the source sees
     ((x, channels reversed if asked) - mean) / std, computed in float32 as a user would."""
-    raw = model.metadata.get("preprocessing")
-    if not raw:
-        return dict(feeds)
-    steps = json.loads(raw)
+    steps = read_preprocessing(model.metadata.get(KEY_PREPROCESSING))
     result = dict(feeds)
-    if not isinstance(steps, dict):  # files of 0.1.0 used the key for Caffe's transform_param
-        return result
     for name, step in steps.items():
         if name not in result:
             continue

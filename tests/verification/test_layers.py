@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from nhwc_onnx.serialize import load
+from nhwc_onnx.serialize import load, save
 from tests.verification.verify_models import (
     CAFFE_ARGS,
     CAFFE_CONV_B,
@@ -78,6 +78,20 @@ def test_onnx_scaled_conv_weight_is_the_first_failing_tensor(run_cli, tmp_path):
     assert "first divergence: node 'conv_b'" in text.stdout
 
 
+def test_layers_cosine_of_a_negated_tensor_is_minus_one(run_cli, tmp_path):
+    """conv_a has no bias: negating its weight in the converted file negates c1 exactly."""
+    src = onnx_net(tmp_path / "net.onnx")
+    out = tmp_path / "net.nhwc.onnx"
+    assert run_cli("convert", src, "-o", out).exit_code == 0
+    model = load(out)
+    weight = next(n for n in model.graph.nodes if n.name == "conv_a").inputs[1]
+    weight.set_const(-np.asarray(weight.const))
+    save(model, tmp_path / "negated.onnx")
+    report = _layers(run_cli, src, tmp_path / "negated.onnx", exit_code=3)
+    c1 = next(e for e in report["layers"] if e["converted_name"] == "c1")
+    assert c1["cosine"] == pytest.approx(-1.0, abs=1e-6) and not c1["ok"]
+
+
 def test_caffe_layers_follow_blob_versions_of_in_place_layers(run_cli, tmp_path):
     src = caffe_net(tmp_path / "net.prototxt")
     out = tmp_path / "net.onnx"
@@ -90,6 +104,71 @@ def test_caffe_layers_follow_blob_versions_of_in_place_layers(run_cli, tmp_path)
     bad = scale_conv_weight(out, _producer(out, CAFFE_CONV_B), tmp_path / "bad.onnx")
     report = _layers(run_cli, src, bad, *CAFFE_ARGS, exit_code=3)
     assert [e["ok"] for e in report["layers"]] == [True, True, False, False, False]
+
+
+_CAFFE_HEAD = """
+name: "n"
+input: "data"
+input_shape { dim: 2 dim: 3 dim: 9 dim: 7 }
+"""
+
+
+def _conv(name: str, bottom: str, top: str) -> str:
+    return (f'layer {{ name: "{name}" type: "Convolution" bottom: "{bottom}" top: "{top}" '
+            "convolution_param { num_output: 4 kernel_size: 3 pad: 1 } }\n")
+
+
+def _relu(name: str, blob: str) -> str:
+    return f'layer {{ name: "{name}" type: "ReLU" bottom: "{blob}" top: "{blob}" }}\n'
+
+
+def _caffe_layers(run_cli, tmp_path, text: str, *, scale: str | None = None):
+    src = tmp_path / "net.prototxt"
+    src.write_text(_CAFFE_HEAD + text)
+    out = tmp_path / "net.onnx"
+    assert run_cli("convert", src, "-o", out, *CAFFE_ARGS).exit_code == 0
+    if scale is not None:
+        out = scale_conv_weight(out, scale, tmp_path / "bad.onnx")
+    report = _layers(run_cli, src, out, *CAFFE_ARGS, exit_code=0 if scale is None else 3)
+    assert report["layers"] and not report.get("skipped_layers")
+    return report
+
+
+def test_caffe_layers_pair_in_place_layers_that_share_a_name(run_cli, tmp_path):
+    """Three in-place ReLUs all named 'relu' on blobs of one shape: each version is compared
+    with the output of its own layer in OpenCV (a pairing with another one's is BAD)."""
+    text = (_conv("c1", "data", "c1") + _relu("relu", "c1") + _conv("c2", "c1", "c2")
+            + _relu("relu", "c2") + _conv("c3", "c2", "c3") + _relu("relu", "c3")
+            + 'layer { name: "fc" type: "InnerProduct" bottom: "c3" top: "fc" '
+              "inner_product_param { num_output: 3 } }\n")
+    report = _caffe_layers(run_cli, tmp_path, text)
+    assert [e["converted_name"] for e in report["layers"]] == [
+        "c1", "relu", "c2", "relu_1", "c3", "relu_2", "fc"]
+    assert all(e["ok"] for e in report["layers"]), report["layers"]
+    bad = _caffe_layers(run_cli, tmp_path, text, scale="c2")
+    ok = {e["converted_name"]: e["ok"] for e in bad["layers"]}
+    assert ok["c1"] and ok["relu"] and not ok["c2"] and not ok["relu_1"]
+    assert bad["layers"][2]["converted_name"] == "c2"
+
+
+def test_caffe_layers_pair_a_layer_named_like_a_later_blob(run_cli, tmp_path):
+    """An in-place ReLU named 'pool' before the Pooling layer 'pool' whose top is 'pool'."""
+    text = (_conv("c1", "data", "c1") + _relu("pool", "c1")
+            + 'layer { name: "pool" type: "Pooling" bottom: "c1" top: "pool" '
+              "pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n"
+            + _conv("c2", "pool", "c2") + _relu("c2", "c2"))
+    report = _caffe_layers(run_cli, tmp_path, text)
+    rows = [(e["converted_name"], e["op"]) for e in report["layers"]]
+    assert rows[:3] == [("c1", "Conv"), ("pool", "Relu"), ("pool_1", "MaxPool")], rows
+    assert len(rows) == 5 and all(e["ok"] for e in report["layers"]), report["layers"]
+
+
+def test_caffe_layers_fetch_a_convolution_named_unlike_its_top(run_cli, tmp_path):
+    """OpenCV names a Convolution layer after its top: fetched by its own identity layer."""
+    text = _conv("conv1", "data", "c1") + _relu("r", "c1") + _conv("conv2", "c1", "c2")
+    report = _caffe_layers(run_cli, tmp_path, text)
+    assert [e["name"] for e in report["layers"]] == ["conv1", "r", "conv2"]
+    assert all(e["ok"] for e in report["layers"]), report["layers"]
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,13 @@ def test_compare_reports_errors_relative_to_the_output_scale():
     assert 0.99999 < c.cosine <= 1.0
 
 
+def test_cosine_keeps_the_sign_of_a_negated_tensor():
+    ref = np.array([[1.0, -4.0], [2.0, 0.5]], np.float32)
+    assert compare("y", ref, -ref).cosine == pytest.approx(-1.0, abs=1e-12)
+    orthogonal = compare("y", np.array([1.0, 0.0]), np.array([0.0, 1.0]))
+    assert orthogonal.cosine == pytest.approx(0.0, abs=1e-12)
+
+
 def test_compare_shape_mismatch_and_nan_fail():
     assert not compare("y", np.zeros((2, 3)), np.zeros((3, 2))).within
     ref = np.array([1.0, np.nan])
@@ -92,6 +99,47 @@ def test_keras_file_is_verified_against_tensorflow(tmp_path):
     assert report.ok, report.to_dict()
     assert report.outputs[0].source_shape == [1, 5]
     assert result.report.framework == "tf"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("aux_channels", [3, 2])  # a list of them: Keras warned / failed
+def test_keras_dict_inputs_are_fed_in_the_structure_the_model_takes(tmp_path, aux_channels):
+    """Inputs declared as a dict, in an order other than their sorted names: converted,
+    verified and checked against the model called by hand, without Keras' warning that the
+    structure of its inputs does not match."""
+    import subprocess
+    import sys
+
+    import tensorflow as tf
+
+    keras = tf.keras
+    keras.utils.set_random_seed(3)
+    img, aux = keras.Input((5, 4, 3), name="img"), keras.Input((5, 4, aux_channels), name="aux")
+    joined = keras.layers.Concatenate()([keras.layers.Conv2D(3, 3, padding="same")(img), aux])
+    out = keras.layers.Conv2D(2, 1, name="out")(joined)
+    model = keras.Model({"img": img, "aux": aux}, out)
+    path = tmp_path / "dict.keras"
+    model.save(path)
+    converted = tmp_path / "dict.onnx"
+    proc = subprocess.run([sys.executable, "-m", "nhwc_onnx.cli", "convert", path, "-o",
+                           converted, "--verify", "--batch", "2"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "verification: MATCH" in proc.stdout
+    assert "structure of `inputs`" not in proc.stderr + proc.stdout, proc.stderr
+    rng = np.random.default_rng(0)
+    feeds = {"img": rng.uniform(-1, 1, (2, 5, 4, 3)).astype(np.float32),
+             "aux": rng.uniform(-1, 1, (2, 5, 4, aux_channels)).astype(np.float32)}
+    expected = np.asarray(model(feeds, training=False))
+    from nhwc_onnx.runtime import run
+    from nhwc_onnx.serialize import load
+
+    ours = load(converted)
+    names = {v.name: v.name for v in ours.graph.inputs}
+    assert set(names) == {"img", "aux"}, names
+    got = run(ours, feeds)
+    (value,) = got.values()
+    np.testing.assert_allclose(value, expected, rtol=1e-4, atol=1e-4)
 
 
 def _two_output_net(path):

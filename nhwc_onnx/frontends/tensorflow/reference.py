@@ -231,6 +231,6 @@ def _callable_reference(tf, path: str, signature: str) -> _CallableReference:
             function, owner = savedmodel._keras_function(tf, path)
 
             def call(xs):
-                return owner(xs[0] if len(xs) == 1 else list(xs), training=False)
+                return owner(savedmodel.keras_inputs(owner, xs), training=False)
 
         return _CallableReference(tf, function, call, owner)
