@@ -26,6 +26,7 @@ from .errors import (
     EXIT_OK,
     EXIT_VERIFY_FAILED,
     NhwcOnnxError,
+    OutputPathError,
     UnsupportedOpError,
     UsageError,
 )
@@ -155,6 +156,7 @@ def convert_one(source: str, output: str, options: ConvertOptions,
 def _convert_one(source: str, output: str, options: ConvertOptions,
                  verification: Verification | None, report_path: str | None) -> BatchOutcome:
     from .api import VerifyBeforeWrite, convert, write_refusal_report, write_report
+    from .outputs import all_or_nothing
 
     start = time.perf_counter()
     report = None if report_path is None else Path(report_path)
@@ -162,18 +164,23 @@ def _convert_one(source: str, output: str, options: ConvertOptions,
         check = None if verification is None else VerifyBeforeWrite(
             source, options, atol=verification.atol, rtol=verification.rtol,
             layers=verification.layers, samples=verification.samples)
-        result = convert(source, output, options, before_write=check, follow_symlinks=False)
+        with all_or_nothing():  # the model and its report, or neither
+            result = convert(source, output, options, before_write=check,
+                             follow_symlinks=False)
+            verification = check.report if check is not None else None
+            if report is not None:
+                try:
+                    write_report(report, result.report, verification, follow_symlinks=False)
+                except OutputPathError as exc:
+                    raise OutputPathError(f"{exc}; so {output} was not written either"
+                                          ) from None
         outcome = BatchOutcome(source, output, "ok", EXIT_OK, 0.0,
                                dialect_nodes=len(result.model.graph),
                                warnings=list(result.report.warnings))
-        verification = check.report if check is not None else None
         if verification is not None and not verification.ok:
             worst = max(c.max_rel_error for c in verification.outputs)
             outcome.status, outcome.exit_code = "mismatch", EXIT_VERIFY_FAILED
             outcome.message = f"outputs differ (max rel error {worst:.3g}); not written"
-        if report is not None:
-            _write_report(outcome, lambda: write_report(report, result.report, verification,
-                                                        follow_symlinks=False))
     except UnsupportedOpError as exc:
         outcome = BatchOutcome(source, output, "failed", exc.exit_code, 0.0, str(exc))
         if report is not None:  # the refusal and the exact cut, as in single mode
@@ -189,14 +196,12 @@ def _convert_one(source: str, output: str, options: ConvertOptions,
 
 
 def _write_report(outcome: BatchOutcome, write: Callable[[], None]) -> None:
-    """Write a model's report; a failure fails the model, saying what was written."""
+    """Write a refused model's report; a failure is said after the refusal."""
     try:
         write()
     except NhwcOnnxError as exc:
-        done = f"{outcome.output} was written, but " if outcome.status == "ok" else ""
         lines = [outcome.message] if outcome.message else []
-        outcome.message = "\n".join(lines + [f"{done}its report was not: {exc}"])
-        outcome.status = "failed"
+        outcome.message = "\n".join(lines + [f"its report was not written: {exc}"])
         outcome.exit_code = max(outcome.exit_code, exc.exit_code)
 
 

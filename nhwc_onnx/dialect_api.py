@@ -207,14 +207,16 @@ def plan_arrays(names: Sequence[str], folder: str | os.PathLike, *,
 
 def write_arrays(arrays: Mapping[str, np.ndarray], paths: Mapping[str, Path]
                  ) -> dict[str, Path]:
-    """Write each array to its planned path (``plan_arrays``), atomically."""
-    from .outputs import atomic_write
+    """Write each array to its planned path (``plan_arrays``), atomically: all of them, or
+    none when one cannot be written."""
+    from .outputs import all_or_nothing, atomic_write
 
-    for name, array in arrays.items():
-        def write(handle, array=array) -> None:
-            np.save(handle, np.asarray(array), allow_pickle=False)
+    with all_or_nothing():
+        for name, array in arrays.items():
+            def write(handle, array=array) -> None:
+                np.save(handle, np.asarray(array), allow_pickle=False)
 
-        atomic_write(paths[name], write, "output", follow_symlinks=False)
+            atomic_write(paths[name], write, "output", follow_symlinks=False)
     return {name: paths[name] for name in arrays}
 
 

@@ -14,6 +14,7 @@ every error or signal); a rename replaces the name itself, never what a link the
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import stat
@@ -164,14 +165,57 @@ def temp_files(path: str | os.PathLike, role: str = "output"):
         raise
 
 
-def publish(temp: str | os.PathLike, target: str | os.PathLike) -> None:
+def publish(temp: str | os.PathLike, target: str | os.PathLike, *,
+            check_signal: bool = True) -> None:
     """Rename a finished temp file over ``target``: the moment a write becomes visible, so
     never after a signal (``signals.raise_if_stopped``; the caller's cleanup removes the temp
-    file)."""
-    from .signals import raise_if_stopped
+    file). Inside ``all_or_nothing`` the rename waits for the end of that block."""
+    pending = _PENDING.get()
+    if pending is not None:
+        pending.append((Path(temp), Path(target)))
+        return
+    if check_signal:
+        from .signals import raise_if_stopped
 
-    raise_if_stopped()
+        raise_if_stopped()
     os.replace(temp, target)
+
+
+# The renames an ``all_or_nothing`` block has put off (None outside such a block).
+_PENDING: contextvars.ContextVar[list[tuple[Path, Path]] | None] = contextvars.ContextVar(
+    "nhwc_onnx_pending_renames", default=None)
+
+
+@contextlib.contextmanager
+def all_or_nothing():
+    """Every file written in the block (its temp file is complete) becomes visible together
+    when the block ends without error; on any error or signal none does and every temp file
+    is removed. One command's outputs (a model, its report, its HTML page) are then written
+    all or not at all: a report that cannot be written leaves an existing model as it was."""
+    if _PENDING.get() is not None:  # nested: the outer block publishes
+        yield
+        return
+    pending: list[tuple[Path, Path]] = []
+    token = _PENDING.set(pending)
+    try:
+        try:
+            yield
+        finally:
+            _PENDING.reset(token)
+        from .signals import raise_if_stopped
+
+        raise_if_stopped()
+        while pending:  # no check between the renames: they are one publication
+            temp, target = pending[0]
+            os.replace(temp, target)
+            pending.pop(0)
+    except BaseException as exc:
+        for temp, _ in pending:
+            temp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            target = pending[0][1] if pending else "an output"
+            raise OutputPathError(f"{target}: cannot be written ({_reason(exc)})") from None
+        raise
 
 
 def write_json(path: str | os.PathLike, data: dict, role: str = "report", *,

@@ -114,7 +114,7 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         raise UsageError("missing -o/--output")
     from ..api import VerifyBeforeWrite, source_files, write_report
     from ..api import convert as api_convert
-    from ..outputs import plan_targets
+    from ..outputs import all_or_nothing, plan_targets
     from .common import wanted
     from .progress import StageReporter
 
@@ -127,25 +127,31 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     check = VerifyBeforeWrite(source, options, atol=atol, rtol=rtol, bisect=bisect,
                               layers=layers or bool(html_path), samples=samples,
                               started=lambda: stages("verify")) if do_verify else None
-    try:
-        result = api_convert(source, output, options, progress=stages, before_write=check)
-    except UnsupportedOpError as exc:
-        if report_path:  # the refusal and the exact cut, for machines
+    refusal = None
+    with all_or_nothing():  # the model, its report and its page: all written, or none
+        try:
+            result = api_convert(source, output, options, progress=stages, before_write=check)
+        except UnsupportedOpError as exc:
+            if not report_path:
+                raise
             from ..api import write_refusal_report
 
-            write_refusal_report(Path(report_path), source, exc)
-        raise
+            write_refusal_report(Path(report_path), source, exc)  # the refusal and exact cut
+            refusal = exc
+        else:
+            verification = check.report if check is not None else None
+            if report_path:
+                write_report(Path(report_path), result.report, verification)
+            if html_path and verification is not None:  # a failed verification's page too
+                from ..verification.html import write_html
+
+                write_html(Path(html_path), verification, result.report)
+    if refusal is not None:
+        raise refusal
     report = result.report
     for w in report.warnings:
         echo(f"Warning: {w}", err=True)
-    verification = check.report if check is not None else None
     code = EXIT_VERIFY_FAILED if verification is not None and not verification.ok else EXIT_OK
-    if report_path:
-        write_report(Path(report_path), report, verification)
-    if html_path and verification is not None:  # a failed verification's page too
-        from ..verification.html import write_html
-
-        write_html(Path(html_path), verification, report)
     if settings.verbosity >= 0:
         echo(format_report(report))
         if verification is not None:
