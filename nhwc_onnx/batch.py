@@ -51,11 +51,19 @@ class BatchOutcome:
 def output_names(sources: list[str], out_dir: Path) -> list[Path]:
     """<dir>/<stem>.onnx, made unique when two sources share a stem. A folder (a SavedModel)
     is named by its own name, also when spelled '.' or 'models/..'."""
+    from .outputs import fitted
+
     used: set[str] = set()
     paths = []
     for src in sources:
         p = Path(src)
-        stem = (Path(os.path.abspath(p)).name or "model") if p.is_dir() else p.stem
+        try:
+            folder = p.is_dir()
+        except OSError:  # a name too long: that source fails when it is read, not the batch
+            folder = False
+        stem = (Path(os.path.abspath(p)).name or "model") if folder else p.stem
+        # room for the longer of the two names derived from it (and a _N)
+        stem = fitted(stem, REPORT_SUFFIX, reserve=8)[:-len(REPORT_SUFFIX)]
         name, i = stem, 1
         while name in used:
             name, i = f"{stem}_{i}", i + 1

@@ -188,13 +188,15 @@ def save_arrays(arrays: Mapping[str, np.ndarray], folder: str | os.PathLike, *,
 def plan_arrays(names: Sequence[str], folder: str | os.PathLike, *,
                 inputs: Sequence[str | os.PathLike] = ()) -> dict[str, Path]:
     """Tensor name -> <folder>/<safe name>.npy, every path checked (see ``save_arrays``)."""
-    from .outputs import plan_targets
+    from .outputs import fitted, plan_targets
 
     folder = Path(folder)
     paths: dict[str, Path] = {}
     used: set[str] = set()
     for name in names:
-        stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".") or "output"
+        # a long tensor name is cut short with a hash of it: a file name has 255 bytes at most
+        stem = fitted(re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".") or "output", ".npy",
+                      reserve=8)[:-len(".npy")]
         candidate, i = stem, 1
         while candidate in used:
             candidate, i = f"{stem}_{i}", i + 1
