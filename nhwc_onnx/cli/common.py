@@ -46,8 +46,19 @@ def echo(message: str = "", err: bool = False) -> None:
     stream = sys.stderr if err else sys.stdout
     if stream is None:
         return
-    stream.write(f"{printable(message)}\n")
-    stream.flush()
+    try:
+        stream.write(f"{printable(message)}\n")
+        stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if err:
+            raise
+        raise StdoutUnwritable(exc.errno, exc.strerror) from None
+
+
+class StdoutUnwritable(OSError):
+    """Standard output refuses what a command prints (``> /dev/full``: no space left)."""
 
 
 def wanted(quiet: bool = False, stream: TextIO | None = None) -> bool:
