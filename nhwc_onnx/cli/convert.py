@@ -14,7 +14,7 @@ from ..errors import EXIT_OK, EXIT_VERIFY_FAILED, UnsupportedOpError, UsageError
 from .common import (
     AT_LEAST_ONE,
     FILE,
-    FOLDER,
+    OUTPUT,
     Settings,
     convert_options,
     echo,
@@ -33,9 +33,9 @@ from .common import (
 @click.argument("sources", nargs=-1, required=True,
           help="Source models: .pb, .pbtxt, .keras, .h5, a SavedModel folder, .prototxt or "
                ".onnx.")
-@click.option("-o", "--output", type=FILE, metavar="FILE",
+@click.option("-o", "--output", type=OUTPUT, metavar="FILE",
               help="Output .onnx file (one source).")
-@click.option("--output-dir", type=FOLDER, metavar="DIR",
+@click.option("--output-dir", type=OUTPUT, metavar="DIR",
               help="Output folder (several sources: <dir>/<source name>.onnx).")
 @source_options
 @click.option("--domain", type=click.Choice(["nhwc", "default"]), default="nhwc",
