@@ -274,13 +274,15 @@ def format_info(data: dict) -> str:
     """``info``'s text: the summary line, inputs and outputs (an unknown dim is ``?``, a
     symbolic one its name), ops, embedded preprocessing and how a conversion would end."""
     parameters = data["parameters"]
-    lines = [f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, {data['nodes']} nodes, "
+    nodes = "?" if data["nodes"] is None else data["nodes"]
+    lines = [f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, {nodes} nodes, "
              + (f"{parameters:,} parameters" if parameters is not None else "weights not read")]
     for kind in ("inputs", "outputs"):
         for v in data[kind]:
             shape = " x ".join("?" if d is None else str(d) for d in v["shape"] or []) or "?"
             lines.append(f"  {kind[:-1]:6} {v['name']}: {v['dtype'] or '?'} {shape}")
-    lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
+    if data["nodes"] is not None:
+        lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
     embedded = json.loads(data["metadata"].get("preprocessing") or "{}")
     for name, step in sorted(embedded.items()) if isinstance(embedded, dict) else ():
         reverse = "channels reversed, " if step.get("reverse_channels") else ""

@@ -228,7 +228,7 @@ def test_blob_data_shorter_than_its_shape_names_the_layer(files):
     blob += _len_field(5, np.zeros(10, np.float32).tobytes())
     layer = _len_field(1, b"conv1") + _len_field(2, b"Convolution") + _len_field(7, blob)
     weights.write_bytes(_len_field(100, layer))
-    with pytest.raises(InvalidModelError) as info:
+    with pytest.raises(ModelLoadError) as info:  # bytes that do not decode: unreadable
         _load(proto, weights)
     assert "layer 'conv1' blob 0" in _one_line(info.value) and "108 values" in str(info.value)
 
