@@ -14,7 +14,7 @@ from ..errors import EXIT_OK, EXIT_VERIFY_FAILED, UnsupportedOpError, UsageError
 from .common import (
     AT_LEAST_ONE,
     FILE,
-    FOLDER,
+    OUTPUT,
     Settings,
     convert_options,
     echo,
@@ -34,9 +34,9 @@ from .common import (
 @click.argument("sources", nargs=-1, required=True,
           help="Source models: .pb, .pbtxt, .keras, .h5, a SavedModel folder, .prototxt or "
                ".onnx.")
-@click.option("-o", "--output", type=FILE, metavar="FILE",
+@click.option("-o", "--output", type=OUTPUT, metavar="FILE",
               help="Output .onnx file (one source).")
-@click.option("--output-dir", type=FOLDER, metavar="DIR",
+@click.option("--output-dir", type=OUTPUT, metavar="DIR",
               help="Output folder (several sources: <dir>/<source name>.onnx).")
 @source_options
 @click.option("--domain", type=click.Choice(["nhwc", "default"]), default="nhwc",
@@ -116,7 +116,7 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         raise UsageError("missing -o/--output")
     from ..api import VerifyBeforeWrite, source_files, write_report
     from ..api import convert as api_convert
-    from ..files.writes import plan_targets
+    from ..files.writes import all_or_nothing, plan_targets
     from .common import wanted
     from .progress import StageReporter
 
@@ -135,25 +135,31 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     check = VerifyBeforeWrite(source, options, atol=atol, rtol=rtol, bisect=bisect,
                               layers=layers or bool(html_path), samples=samples, feeds=feeds,
                               started=lambda: stages("verify")) if do_verify else None
-    try:
-        result = api_convert(source, output, options, progress=stages, before_write=check)
-    except UnsupportedOpError as exc:
-        if report_path:  # the refusal and the exact cut, for machines
+    refusal = None
+    with all_or_nothing():  # the model, its report and its page: all written, or none
+        try:
+            result = api_convert(source, output, options, progress=stages, before_write=check)
+        except UnsupportedOpError as exc:
+            if not report_path:
+                raise
             from ..api import write_refusal_report
 
-            write_refusal_report(Path(report_path), source, exc)
-        raise
+            write_refusal_report(Path(report_path), source, exc)  # the refusal and exact cut
+            refusal = exc
+        else:
+            verification = check.report if check is not None else None
+            if report_path:
+                write_report(Path(report_path), result.report, verification)
+            if html_path and verification is not None:  # a failed verification's page too
+                from ..verification.html import write_html
+
+                write_html(Path(html_path), verification, result.report)
+    if refusal is not None:
+        raise refusal
     report = result.report
     for w in report.warnings:
         echo(f"Warning: {w}", err=True)
-    verification = check.report if check is not None else None
     code = EXIT_VERIFY_FAILED if verification is not None and not verification.ok else EXIT_OK
-    if report_path:
-        write_report(Path(report_path), report, verification)
-    if html_path and verification is not None:  # a failed verification's page too
-        from ..verification.html import write_html
-
-        write_html(Path(html_path), verification, report)
     if settings.verbosity >= 0:
         echo(format_report(report))
         if verification is not None:
@@ -271,13 +277,15 @@ def format_info(data: dict) -> str:
     from ..serialize.keys import KEY_PREPROCESSING, read_preprocessing
 
     parameters = data["parameters"]
-    lines = [f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, {data['nodes']} nodes, "
+    nodes = "?" if data["nodes"] is None else data["nodes"]
+    lines = [f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, {nodes} nodes, "
              + (f"{parameters:,} parameters" if parameters is not None else "weights not read")]
     for kind in ("inputs", "outputs"):
         for v in data[kind]:
             shape = " x ".join("?" if d is None else str(d) for d in v["shape"] or []) or "?"
             lines.append(f"  {kind[:-1]:6} {v['name']}: {v['dtype'] or '?'} {shape}")
-    lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
+    if data["nodes"] is not None:
+        lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
     embedded = (read_preprocessing(data["metadata"].get(KEY_PREPROCESSING))
                 if data["format"] == "nhwc dialect" else {})  # a source's key is not ours
     for name, step in sorted(embedded.items()):

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import click
 
-from .common import FILE, Settings, echo
+from .common import FILE, OUTPUT, Settings, echo
 
 
 @click.command()
 @click.argument("model_path", metavar="MODEL", type=FILE, help="A dialect model (.onnx).")
-@click.option("-o", "--output", required=True, type=FILE, metavar="FILE",
+@click.option("-o", "--output", required=True, type=OUTPUT, metavar="FILE",
               help="The standard ONNX file to write.")
 @click.pass_obj
 def lower(settings: Settings, model_path: str, output: str) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from .common import FILE, FOLDER, Settings, echo, names_option
+from .common import FILE, OUTPUT, Settings, echo, names_option
 
 
 @click.command()
@@ -20,7 +20,7 @@ from .common import FILE, FOLDER, Settings, echo, names_option
 @click.option("--batch", type=click.IntRange(min=1), metavar="N",
               help="Batch size of --random inputs for a model with a symbolic batch "
                    "[default: 1, or the batch of the --input arrays].")
-@click.option("--output-dir", "-o", type=FOLDER, metavar="DIR",
+@click.option("--output-dir", "-o", type=OUTPUT, metavar="DIR",
               help="Where to save outputs as .npy [default: ./<model name>_outputs].")
 @names_option("--intermediate", metavar="TENSOR",
               help="Also save this internal tensor (repeatable).")

@@ -251,7 +251,7 @@ def save(
             os.chmod(data_tmp.name, mode)
             publish(data_tmp.name, _data_path(path))
             os.chmod(model_tmp.name, mode)
-            os.replace(model_tmp.name, path)
+            publish(model_tmp.name, path, check_signal=False)
         else:
             os.chmod(model_tmp.name, mode)
             publish(model_tmp.name, path)

@@ -38,6 +38,22 @@ def check_layers(layers: list[pb.LayerParameter]) -> list[NodeProblem]:
     return REGISTRY.checked(layers, _describe)
 
 
+def check_single_writers(net: pb.NetParameter, layers: list[pb.LayerParameter]) -> None:
+    """Caffe (and OpenCV) refuse a net where a blob is written by two layers unless the later
+    one works in place (its top i is its bottom i): the later write would silently win."""
+    writer = {name: "the net's inputs" for name in net.input}
+    for layer in layers:
+        for i, top in enumerate(layer.top):
+            in_place = i < len(layer.bottom) and layer.bottom[i] == top
+            if top in writer and not in_place:
+                raise InvalidModelError(
+                    f"blob '{top}' is the top of layer '{layer.name}' ({layer.type}) and already "
+                    f"of {writer[top]}; Caffe takes a blob written twice only in place (the "
+                    "same name as bottom and top of one layer)")
+            if top not in writer:
+                writer[top] = f"layer '{layer.name}' ({layer.type})"
+
+
 def _net_inputs(b: CaffeBuilder, net: pb.NetParameter) -> None:
     """Inputs declared at net level: ``input`` with ``input_shape`` or 4 ``input_dim`` each."""
     names = list(net.input)
@@ -130,6 +146,7 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
 def _selected_layers(net: pb.NetParameter, options: ConvertOptions) -> list[pb.LayerParameter]:
     """The inference layers ``--outputs`` asks for (all of them without it)."""
     layers = inference_layers(net)
+    check_single_writers(net, layers)
     if options.outputs:
         blobs = set(net.input).union(*(layer.top for layer in layers))
         unknown = [n for n in options.outputs if n not in blobs]

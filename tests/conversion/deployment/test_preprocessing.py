@@ -235,6 +235,11 @@ def test_several_image_inputs_are_named(tmp_path):
     (["--mean", "a=x,y"], "expected V[,V...] or NAME=V[,V...]"),
     (["--std", "a=0"], "0 is not a number > 0"),
     (["--mean", "a=1", "--mean", "a=2"], "input 'a' is given twice"),
+    # the model computes in float32: a mean, a std and 1/std must be finite there
+    (["--mean", "a=1e39"], "1e+39 is not finite in float32"),
+    (["--std", "a=1e-40"], "1/1e-40 is not finite in float32"),
+    (["--std", f"a={2.0 ** -149!r}", "--strict"], "is not finite in float32"),
+    (["--std", f"a={2.0 ** -128!r}"], "is not finite in float32"),
 ])
 def test_preprocessing_mistakes_are_usage_errors(tmp_path, args, says):
     source = onnx_two_input_net(tmp_path / "two.onnx")
@@ -280,6 +285,13 @@ def test_a_non_image_input_takes_no_preprocessing(tmp_path):
 def test_the_api_checks_the_new_options_naming_the_parameter(field, value, error, says):
     with pytest.raises(error, match=says):
         ConvertOptions(**{field: value})
+
+
+@pytest.mark.parametrize("std", [2.0 ** -127, 2.0 ** 127, 3e38])
+def test_a_std_whose_reciprocal_is_finite_in_float32_is_taken(std):
+    # the boundary: 2**-127 (1/std = 2**127, the largest power of two in float32) passes,
+    # 2**-128 does not (above); 2**127 (1/std subnormal, not zero) passes
+    assert ConvertOptions(std=std).std == {"": (std,)}
 
 
 def test_the_api_options_are_normalised_and_recorded_only_when_set():
