@@ -42,6 +42,11 @@ class Lowering(NamedTuple):
     refuted: Refuted | None = None
 
 
+_REDUCE_MAX = ("it does not reduce the batch axis of a symbolic batch: H and W of a 4-D map "
+               "as a global pool, other axes as a MaxPool over each run of adjacent reduced "
+               "axes (the same bytes reshaped, a 1-wide window)")
+
+
 # -- conditions the scan can decide on the core graph ------------------------------------------
 
 
@@ -273,12 +278,10 @@ TABLE: dict[str, Lowering] = {
     "ReduceMean": Lowering(ALWAYS, ("ReduceMean", "Reshape"), select=select_ops.reduce_mean),
     "ReduceSum": Lowering(ALWAYS, ("ReduceMean", "Scale", "Reshape"),
                           legalize=legalize_tensor.reduce),
-    "ReduceMax": Lowering(WHEN, ("GlobalMaxPool", "Reshape"),
-                          "it reduces the H and W axes of a 4-D map (a global pool)",
+    "ReduceMax": Lowering(WHEN, ("GlobalMaxPool", "MaxPool", "Reshape"), _REDUCE_MAX,
                           legalize=legalize_tensor.reduce),
-    "ReduceMin": Lowering(WHEN, ("GlobalMaxPool", "Scale", "Reshape"),
-                          "it reduces the H and W axes of a 4-D map (a global pool of -x)",
-                          legalize=legalize_tensor.reduce),
+    "ReduceMin": Lowering(WHEN, ("GlobalMaxPool", "MaxPool", "Scale", "Reshape"),
+                          f"{_REDUCE_MAX} (of -x)", legalize=legalize_tensor.reduce),
     # shape computations: folded once shapes are static
     "Shape": Lowering(ALWAYS, ()),
     "Size": Lowering(ALWAYS, ()),

@@ -210,8 +210,9 @@ CASES: dict[str, Case] = {
                             {"p": np.array([0, 0, -1, 0, 0, 0, 0, 0], np.int64)})),
     **{op: Case(_reduce(op)) for op in ("ReduceMean", "ReduceSum", "ReduceL1",
                                          "ReduceSumSquare")},
-    "ReduceMax": Case(_reduce("ReduceMax"), refused=_reduce("ReduceMax", axes=(1,))),
-    "ReduceMin": Case(_reduce("ReduceMin"), refused=_reduce("ReduceMin", axes=(1,))),
+    **{op: Case(_reduce(op, axes=(1, 3)), refused=one(op, shapes={"x": ("N", 3, 5, 7)},
+                                                     axes=[0]))
+       for op in ("ReduceMax", "ReduceMin")},
     **{op: Case(refused=_reduce(op)) for op in ("ReduceProd", "ReduceL2", "ReduceLogSum",
                                                  "ReduceLogSumExp")},
     "Constant": Case(graph([node("Constant", [], ["c"],
