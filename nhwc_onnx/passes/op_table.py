@@ -201,10 +201,13 @@ TABLE: dict[str, Lowering] = {
     "Mean": Lowering(WHEN, ("Sum", "Scale", "UpSampling2D", "Reshape"), _BROADCAST + " (x * "
                      "(1/n): exact for n a power of two, else refused by --strict)",
                      legalize=legalize.mean),
-    "MatMul": Lowering(WHEN, ("Dense", "MatMul"), "a constant second operand multiplies a 2-D "
-                       "first operand (Dense), or both operands are computed (MatMul)",
+    "MatMul": Lowering(WHEN, ("Dense", "Conv", "MatMul", "Reshape"),
+                       "both operands are computed (MatMul), or a constant 2-D second operand "
+                       "multiplies a 2-D first operand (Dense) or each position of a rank >= 3 "
+                       "one (a 1x1 Conv; also when the rank >= 3 tensor is flattened to 2-D "
+                       "for the product and reshaped back, as TensorFlow's Tensordot does)",
                        select=select_ops.matmul),
-    "Gemm": Lowering(ALWAYS, ("Dense", "Gemm"), select=select_ops.gemm),
+    "Gemm": Lowering(ALWAYS, ("Dense", "Conv", "Gemm"), select=select_ops.gemm),
     # spatial
     "Conv": Lowering(WHEN, ("Conv", "DepthwiseConv2d", "AddBias", "Pad"),
                      "a 2-D convolution of a 4-D map with constant weights and bias (explicit "
