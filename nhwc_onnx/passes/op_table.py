@@ -47,6 +47,13 @@ _REDUCE_MAX = ("it does not reduce the batch axis of a symbolic batch: H and W o
                "axes (the same bytes reshaped, a 1-wide window)")
 
 
+_MIXES_AXES = ("it keeps its meaning on the stored layout: in a channels-first source (its maps "
+               "stored NHWC) one that mixes a map's channel axis with its spatial axes "
+               "converts only where the stored bytes allow it (a channel shuffle, size-1 axes) "
+               "or where it feeds weight products (Dense, Gemm, MatMul) whose constant weights "
+               "absorb the order; else it needs a layout Transpose (--allow-transpose)")
+
+
 # -- conditions the scan can decide on the core graph ------------------------------------------
 
 
@@ -251,8 +258,9 @@ TABLE: dict[str, Lowering] = {
     # tensors
     "Identity": Lowering(ALWAYS, (), select=select_ops.bypass),
     "Dropout": Lowering(ALWAYS, (), select=select_ops.bypass),
-    "Flatten": Lowering(ALWAYS, ("Flatten",), select=select_ops.flatten),
-    "Reshape": Lowering(ALWAYS, ("Reshape",), select=select_ops.reshape_to_output),
+    "Flatten": Lowering(WHEN, ("Flatten", "Reshape"), _MIXES_AXES,
+                        select=select_ops.flatten),
+    "Reshape": Lowering(WHEN, ("Reshape",), _MIXES_AXES, select=select_ops.reshape_to_output),
     "Unsqueeze": Lowering(ALWAYS, ("Reshape",), select=select_ops.reshape_to_output),
     "Squeeze": Lowering(ALWAYS, ("Squeeze",), select=select_ops.squeeze),
     "Transpose": Lowering(ALWAYS, ("Transpose",), select=select_ops.transpose),
