@@ -185,6 +185,7 @@ def convert_nodes(
     not_converted: Callable[[N], None] | None = None,
     problems: Iterable[NodeProblem] = (),
     keep_going: Graph | None = None,
+    convert_blocked: Callable[[Converter, N], None] | None = None,
 ) -> list[NodeProblem]:
     """Convert ``nodes`` in order; raise one UnsupportedOpError listing every node that has no
     exact form (``problems`` found earlier by the frontend come first).
@@ -196,7 +197,10 @@ def convert_nodes(
 
     ``keep_going`` (the graph being built): nothing is raised for refusals; the nodes a refused
     converter emitted before refusing are taken out of the graph again, and the problems are
-    returned (in model order).
+    returned (in model order). With it, ``convert_blocked(converter, node)`` converts a blocked
+    node all the same, on stand-in values for what it cannot read, so that the passes judge its
+    core ops as they judge the others (an op with no dialect form is listed however far after a
+    refusal it comes); when that fails the node is skipped without a message, as it would be.
     """
     nodes = list(nodes)
     found = list(problems)
@@ -206,8 +210,13 @@ def convert_nodes(
     missing |= {(p.node, p.op) for p in found}
     for node in nodes:
         name, op = describe(node)
-        if (name, op) in missing or (blocked is not None and blocked(node)):
+        if (name, op) in missing:
             if not_converted is not None:
+                not_converted(node)
+            continue
+        if blocked is not None and blocked(node):
+            if not _converted_blocked(keep_going, convert_blocked, registry.get(op), node) \
+                    and not_converted is not None:
                 not_converted(node)
             continue
         emitted = len(keep_going) if keep_going is not None else 0
@@ -236,6 +245,21 @@ def convert_nodes(
     if found and keep_going is None:
         raise UnsupportedOpError(found, framework)
     return found
+
+
+def _converted_blocked(graph: Graph | None, convert_blocked, converter: Converter,
+                       node) -> bool:
+    """Whether a node downstream of a refusal was converted on stand-in values (only when
+    keeping going). Any failure there is a consequence of the refusal: nothing is kept."""
+    if graph is None or convert_blocked is None:
+        return False
+    emitted = len(graph)
+    try:
+        convert_blocked(converter, node)
+    except Exception:  # noqa: BLE001 - it reads what a refused node should have made
+        _take_out(graph, emitted)
+        return False
+    return True
 
 
 def _take_out(graph: Graph | None, count: int) -> None:

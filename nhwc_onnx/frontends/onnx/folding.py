@@ -257,10 +257,14 @@ def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
     g.value_info.extend(src.value_info)
     g.sparse_initializer.extend(src.sparse_initializer)
     declared = {i.name for i in src.input}
+    # Before IR 4 ONNX inference types an initializer only through a graph input of its name;
+    # old exporters left weights out of the inputs (onnxruntime runs such files): list them.
+    undeclared_typed = proto.ir_version < 4
     for tensor in src.initializer:
-        if int(np.prod(tensor.dims, dtype=np.int64)) <= SKELETON_MAX_ELEMENTS:
+        small = int(np.prod(tensor.dims, dtype=np.int64)) <= SKELETON_MAX_ELEMENTS
+        if small:
             g.initializer.append(tensor)
-        elif tensor.name not in declared:
+        if tensor.name not in declared and (not small or undeclared_typed):
             g.input.append(onnx.helper.make_tensor_value_info(
                 tensor.name, tensor.data_type, list(tensor.dims)))
     return model

@@ -339,18 +339,54 @@ def reduce(graph: Graph, node: Node, ctx: PassContext) -> bool:
         if not exact:
             rounding.record(ctx, node, "reduce_sum_scale", f"{count} cells")
         return True
-    if rank != 4 or axes != [1, 2]:
-        return refuse(ctx, node, f"{node.op} over axes {axes} of {tuple(x.shape)}: only the "
-                      "spatial axes (a global pool) have a dialect form")
-    pooled_shape = (x.shape[0], 1, 1, x.shape[3])
+    if 0 in axes and x.shape[0] != 1 and any("batch_symbol" in v.meta for v in graph.inputs):
+        return refuse(ctx, node, f"{node.op} over axes {axes} of {tuple(x.shape)} reduces the "
+                      "batch axis, which a symbolic batch keeps per sample: convert with "
+                      "--batch N for a fixed batch")
     src = x if node.op == "ReduceMax" else emit(graph, "Scale", [x], {"scale": -1.0},
                                                f"{node.name}/neg", x.shape)
-    pooled = emit(graph, "GlobalMaxPool", [src], None, f"{node.name}/pool", pooled_shape)
+    if rank == 4 and axes == [1, 2]:
+        pooled_shape = (x.shape[0], 1, 1, x.shape[3])
+        pooled = emit(graph, "GlobalMaxPool", [src], None, f"{node.name}/pool", pooled_shape)
+    else:
+        pooled, pooled_shape = _max_over_blocks(graph, node, src, axes)
     if node.op == "ReduceMin":
         pooled = emit(graph, "Scale", [pooled], {"scale": -1.0}, f"{node.name}/back",
                       pooled_shape)
     become(node, "Reshape", [pooled, _shape_const(graph, out, f"{node.name}/shape")])
     return True
+
+
+def _max_over_blocks(graph: Graph, node: Node, x: Value, axes: list[int]
+                     ) -> tuple[Value, tuple]:
+    """The max of ``x`` over ``axes`` as one MaxPool per run of reduced axes (adjacent once
+    size-1 axes, which hold no data, are skipped): the tensor is reshaped (the same bytes) to
+    (batch, before, run, after), or (1, 1, run, after) for a run that starts at the batch, so
+    that a VALID MaxPool with a 1 x run window and stride 1 takes the max of each run. Max is
+    exact in any order, so the runs reduce one after the other. Returns the last result (in
+    the last run's grid; the caller reshapes it) and its shape."""
+    sizes = list(x.shape)
+    reduced = set(axes)
+    runs: list[list[int]] = []
+    inside = False
+    for a in (a for a in range(len(sizes)) if sizes[a] != 1):
+        if a in reduced and inside:
+            runs[-1].append(a)
+        elif a in reduced:
+            runs.append([a])
+        inside = a in reduced
+    current = x
+    for i, run in enumerate(runs):
+        first, last = run[0], run[-1]
+        block, after = prod(sizes[first:last + 1]), prod(sizes[last + 1:])
+        grid = (sizes[0], prod(sizes[1:first]), block, after) if first else (1, 1, block, after)
+        current = emit(graph, "Reshape", [current, _shape_const(
+            graph, grid, f"{node.name}/run{i}_shape")], None, f"{node.name}/run{i}", grid)
+        current = emit(graph, "MaxPool", [current], {
+            "kernel_shape": [1, block], "strides": [1, 1], "pads": "VALID"},
+            f"{node.name}/run{i}_max", (*grid[:2], 1, after))
+        sizes[first:last + 1] = [1] * (last + 1 - first)
+    return current, tuple(current.shape)
 
 
 def gather(graph: Graph, node: Node, ctx: PassContext) -> bool:

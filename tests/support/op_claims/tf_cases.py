@@ -83,9 +83,10 @@ def _elu_idiom(tf, r, x):
     r.SelectV2(condition=pos, t=x, e=scaled, name="sel")
 
 
-def _reduce(op, axes=(1, 2)):
+def _reduce(op, axes=(1, 2), batch=X4[0]):
     return graph(lambda tf, r, x: getattr(r, op)(input=x, axis=const(tf, list(axes), "axes"),
-                                                 keep_dims=True, name=NODE))
+                                                 keep_dims=True, name=NODE),
+                 {"x": (batch, *X4[1:])})
 
 
 def _pool(op, **attrs):
@@ -260,7 +261,8 @@ CASES: dict[str, Case] = {
     "AddN": Case(graph(lambda tf, r, x, x2, x3: r.AddN(inputs=[x, x2, x3], name=NODE),
                        {"x": X4, "x2": X4, "x3": X4})),
     **{op: Case(_reduce(op)) for op in ("Mean", "Sum")},
-    **{op: Case(_reduce(op), refused=_reduce(op, axes=(3,))) for op in ("Max", "Min")},
+    **{op: Case(_reduce(op, axes=(1, 3)), refused=_reduce(op, axes=(0,), batch=None))
+       for op in ("Max", "Min")},
     "Prod": Case(refused=_reduce("Prod")),
     **{op: Case(refused=as_float(lambda tf, r, x, op=op: getattr(r, op)(
         input=x, dimension=const(tf, np.int32(3), "dim"), name=NODE)))
