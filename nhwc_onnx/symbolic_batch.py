@@ -117,11 +117,18 @@ def finish(model: Model, ctx, source, framework: frameworks.Framework,
             [NodeProblem(p.node, p.op, f"converts at batch {PROBES[0]} but not at "
                          f"{PROBES[1]}: {p.reason}", "batch") for p in problems],
             framework.name, hint=f"the batch is symbolic; {REMEDY}") from None
+    # A number computed from the batch's size is refused where both conversions find it
+    # (schemas.batch_values): a real dimension equal to one probe size is tagged there only.
+    both = {(p.node, p.op) for p in second.batch_findings}
+    computed = [p for p in model.batch_findings if (p.node, p.op) in both]
     result = generalize(model, second, symbols)
-    if result.problems:
-        raise UnsupportedOpError(result.problems, framework.name,
+    if computed or result.problems:
+        named = {p.node for p in computed}
+        raise UnsupportedOpError(computed + [p for p in result.problems if p.node not in named],
+                                 framework.name,
                                  hint="the source's batch is symbolic: every op must then "
-                                 "compute each sample alone")
+                                 "compute each sample alone, and no number may depend on the "
+                                 "batch's size")
     ctx.decisions[:] = generalize_decisions(ctx.decisions, quiet.decisions, result.symbol)
     if len(ctx.warnings) == len(quiet.warnings):
         ctx.warnings[:] = [generalize_text(a, b, result.symbol)

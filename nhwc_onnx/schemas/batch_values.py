@@ -1,0 +1,315 @@
+"""Values computed from a symbolic batch's size, tracked while constants fold.
+
+A probe conversion (``nhwc_onnx.symbolic_batch``) gives an open batch a size, so ``Shape`` or
+``Size`` of a tensor that carries it folds to a number such as 11. That number is not a
+constant of the model: it is N. Every folded value computed from it carries, per element, its
+slope in N (``value = slope * N + offset``, where ``offset = value - slope * probe``), NaN
+where the element is no affine function of N (a Min, a comparison, a rounding division, a
+range). Slopes are carried exactly through the shape arithmetic exporters write (Shape,
+Gather, Slice, Concat, Unsqueeze, Cast, Add/Sub/Mul/Div by constants ...), as symbolic shape
+inference does; a value is tagged only when some slope is not 0.
+
+Two probe conversions agree on a value that happens to be equal at both sizes (``min(N, 5)``
+is 5 at 11 and at 13), so their agreement proves nothing here. After folding, every reader of
+a tagged value is a finding unless the dialect spells the batch there itself: index 0 of a
+Reshape target that is exactly N (slope 1, offset 0) while the Reshape's data carries the
+batch at axis 0 (written as 0, "copy axis 0"). ``symbolic_batch.finish`` refuses the findings
+both probe conversions make: a real dimension equal to one probe size is tagged only there.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import NodeProblem
+from ..ir import Graph, Node, Value
+
+SLOPE = "batch_slope"  # Value.meta: float64 array shaped as the constant; NaN: not affine in N
+ORIGIN = "batch_origin"  # Value.meta: (node, op) that made some element no affine function of N
+SOURCE = "batch_source"  # Value.meta: (node, op) of the Shape/Size that read the batch's size
+REMEDY = "convert with --batch N for a fixed batch"
+
+# Ops that only move or repeat elements: the slopes move with them. The inputs listed are
+# indices or shapes, which must not depend on the batch themselves.
+_MOVES = {"Identity": (), "Gather": (1,), "Slice": (), "Unsqueeze": (), "Squeeze": (),
+          "Concat": (), "Reshape": (1,), "Flatten": (), "Transpose": (), "Expand": (1,),
+          "Tile": (1,), "Split": ()}
+_SUMS = {"Add", "Sub", "Sum", "Neg"}
+
+
+def probe_size(graph: Graph) -> int | None:
+    """The size an open batch has in this probe conversion (None: the batch is fixed)."""
+    sizes = {v.shape[0] for v in graph.inputs if "batch_symbol" in v.meta and v.shape}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _const(value: Value) -> np.ndarray | None:
+    return value.const
+
+
+def tag_folded(node: Node, arrays: list[np.ndarray], probe: int,
+               array_of: Callable[[Value], np.ndarray | None] = _const) -> list[dict]:
+    """The meta entries of the outputs of ``node``, folded to ``arrays`` (one dict per
+    output, empty when it does not depend on the batch). Read before the node leaves the
+    graph. ``array_of``: an input's value (a frontend knows values that are no constants
+    yet)."""
+    empty: list[dict] = [{} for _ in arrays]
+    if node.op in ("Shape", "Size"):
+        slopes = _shape_slopes(node, probe)
+        if slopes is None:
+            return empty
+        return [{SLOPE: slopes, SOURCE: _who(node)}]
+    ins = [v for v in node.inputs if v is not None and SLOPE in v.meta]
+    if not ins:
+        return empty
+    slopes = _propagate(_Inputs(node, array_of), arrays, probe)
+    source = ins[0].meta[SOURCE]
+    origin = next((v.meta[ORIGIN] for v in ins if ORIGIN in v.meta), None)
+    out = []
+    for slope in slopes:
+        if slope is None or not np.any(slope != 0):  # NaN != 0 too
+            out.append({})
+            continue
+        entry = {SLOPE: slope, SOURCE: source}
+        if np.isnan(slope).any():
+            entry[ORIGIN] = origin or _who(node)
+        out.append(entry)
+    return out
+
+
+class _Inputs:
+    """A node's inputs as arrays, whichever way they are known."""
+
+    def __init__(self, node: Node, array_of: Callable[[Value], np.ndarray | None]):
+        self.node = node
+        self.values = list(node.inputs)
+        self.arrays = [None if v is None else array_of(v) for v in node.inputs]
+        self.tagged = [v is not None and SLOPE in v.meta for v in node.inputs]
+
+    def slope(self, i: int) -> np.ndarray | None:
+        value = self.values[i]
+        if value is None:
+            return None
+        if SLOPE in value.meta:
+            return value.meta[SLOPE]
+        return np.zeros(np.shape(self.arrays[i]), dtype=np.float64)
+
+    def offset(self, i: int, probe: int) -> np.ndarray:
+        return np.asarray(self.arrays[i], dtype=np.float64) - self.slope(i) * probe
+
+
+def copy_tags(source: Value, target: Value) -> Value:
+    """``target`` (a constant made of ``source``'s value) depends on the batch as it does."""
+    target.meta.update({k: source.meta[k] for k in (SLOPE, SOURCE, ORIGIN)
+                        if k in source.meta})
+    return target
+
+
+def tag_quotient(target: Value, a: Value, b: Value, a_array, b_array, probe: int,
+                 remainder: bool, who: tuple[str, str]) -> None:
+    """Tag ``target`` = a // b (or a mod b) of integers known before running the graph."""
+    if SLOPE not in a.meta and SLOPE not in b.meta:
+        return
+    slope = np.full(np.shape(target.const), np.nan)
+    if SLOPE not in b.meta:
+        a_slope = a.meta[SLOPE]
+        offset = np.asarray(a_array, dtype=np.float64) - a_slope * probe
+        quotient = divided_slope(a_slope, offset, b_array, integer=True)
+        # a mod b is 0 where b divides a at every batch size, else no affine function of N
+        slope = np.where(np.isnan(quotient), np.nan, 0.0) if remainder else quotient
+        slope = np.broadcast_to(slope, np.shape(target.const)).astype(np.float64)
+    if not np.any(slope != 0):
+        return
+    target.meta[SLOPE] = slope
+    target.meta[SOURCE] = (a.meta.get(SOURCE) or b.meta[SOURCE])
+    if np.isnan(slope).any():
+        target.meta[ORIGIN] = a.meta.get(ORIGIN) or b.meta.get(ORIGIN) or who
+
+
+def attribute_finding(value: Value, array, probe: int, node: str, op: str, what: str
+                      ) -> NodeProblem | None:
+    """A value computed from the batch's size that a frontend takes as an attribute (a
+    Slice bound, an axis, paddings ...): the attribute would be a number of one batch."""
+    if SLOPE not in value.meta:
+        return None
+    source_name, source_op = value.meta[SOURCE]
+    return NodeProblem(
+        node, op, f"takes {what} '{value.name}' = {describe(value.meta[SLOPE], array, probe)}"
+        f", computed from the batch's size (read by '{source_name}' ({source_op})): an "
+        f"attribute holds one number, not one per batch size; {REMEDY}", "batch")
+
+
+def _who(node: Node) -> tuple[str, str]:
+    return node.name, node.doc or node.op
+
+
+def _shape_slopes(node: Node, probe: int) -> np.ndarray | None:
+    x = node.inputs[0]
+    if x is None or x.is_const or not x.shape:
+        return None
+    batch_axes = [d == probe for d in x.shape]
+    if not any(batch_axes):
+        return None
+    if node.op == "Shape":
+        return np.asarray(batch_axes, dtype=np.float64)
+    if sum(batch_axes) > 1:  # N * N * ...: no affine function of N
+        return np.asarray(np.nan)
+    rest = [d for d, is_batch in zip(x.shape, batch_axes) if not is_batch]
+    return np.asarray(float(np.prod(rest, dtype=np.float64)))
+
+
+def _propagate(ins: _Inputs, arrays: list[np.ndarray], probe: int
+               ) -> list[np.ndarray | None]:
+    """Slopes of the outputs of a folded node some of whose inputs depend on the batch."""
+    from .core import evaluate_node
+
+    node, tagged = ins.node, ins.tagged
+    unknown = [np.full(np.shape(a), np.nan) for a in arrays]
+    op = node.op
+    try:
+        if op in _MOVES:
+            fixed = set(_MOVES[op])
+            if any(tagged[i] for i in fixed if i < len(tagged)):
+                return unknown
+            moved = [ins.arrays[i] if i in fixed else ins.slope(i)
+                     for i in range(len(ins.values))]
+            return [np.asarray(s, dtype=np.float64) for s in evaluate_node(node, moved)]
+        if op in _SUMS:
+            return [np.asarray(s, dtype=np.float64) for s in evaluate_node(
+                node, [ins.slope(i) for i in range(len(ins.values))])]
+        if op == "Cast":
+            return [_cast_slope(ins, probe, np.dtype(node.attrs["to"]).kind)]
+        if op == "Mul" and sum(tagged) == 1:
+            scale = ins.arrays[1] if tagged[0] else ins.arrays[0]
+            slope = ins.slope(0 if tagged[0] else 1)
+            with np.errstate(invalid="ignore"):
+                return [np.asarray(slope * np.asarray(scale, dtype=np.float64))]
+        if op == "Div" and tagged == [True, False]:
+            return [divided_slope(ins.slope(0), ins.offset(0, probe), ins.arrays[1],
+                                  np.dtype(ins.arrays[0].dtype).kind in "iu")]
+        if op == "ReduceProd":
+            return [_product_slope(ins, probe, arrays[0])]
+    except (ValueError, TypeError, ArithmeticError, LookupError):
+        return unknown
+    return unknown
+
+
+def _cast_slope(ins: _Inputs, probe: int, kind: str) -> np.ndarray:
+    slope = ins.slope(0)
+    if kind == "f":
+        return slope
+    if kind in "iu":
+        offset = ins.offset(0, probe)
+        exact = np.isfinite(slope) & (slope == np.round(slope)) & (offset == np.round(offset))
+        return np.where(exact, slope, np.nan)
+    return np.full(np.shape(slope), np.nan)  # bool: a comparison with 0
+
+
+def divided_slope(slope: np.ndarray, offset: np.ndarray, divisor, integer: bool
+                  ) -> np.ndarray:
+    """The slope of (slope * N + offset) / divisor; an integer division rounds, so it is
+    affine only when the divisor divides both."""
+    divisor = np.asarray(divisor, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = np.asarray(slope / divisor)
+        if integer:
+            exact = (np.fmod(slope, divisor) == 0) & (np.fmod(offset, divisor) == 0)
+            result = np.where(exact, result, np.nan)
+    return result
+
+
+def _product_slope(ins: _Inputs, probe: int, out: np.ndarray) -> np.ndarray:
+    """A product of a shape's entries one of which is k*N: k times the others."""
+    slope = ins.slope(0).reshape(-1)
+    values = np.asarray(ins.arrays[0], dtype=np.float64).reshape(-1)
+    whole = not ins.node.attrs.get("axes") or np.ndim(ins.arrays[0]) == 1
+    batch = np.flatnonzero(slope != 0)
+    if not whole or len(batch) != 1 or np.isnan(slope[batch[0]]) or \
+            ins.offset(0, probe).reshape(-1)[batch[0]] != 0:
+        return np.full(np.shape(out), np.nan)
+    return np.full(np.shape(out), slope[batch[0]] * np.prod(np.delete(values, batch[0])))
+
+
+# -- the readers of batch-dependent constants, once folding is done ----------------------------
+
+
+def findings(graph: Graph, probe: int) -> list[NodeProblem]:
+    """Every node that reads a value computed from the batch's size where the dialect cannot
+    spell it (see the module docstring); one problem per node."""
+    found: dict[str, NodeProblem] = {}
+    live = _live(graph)
+    for value in graph.constants():
+        if SLOPE not in value.meta:
+            continue
+        for node, index in value.uses():
+            if id(node) not in live or _spells_the_batch(value, node, index, probe):
+                continue
+            problem = _problem(value, node, index, probe)
+            found.setdefault(problem.node, problem)
+    return list(found.values())
+
+
+def _live(graph: Graph) -> set[int]:
+    """ids of the nodes some graph output depends on (the others are dropped as dead code)."""
+    live: set[int] = set()
+    stack = [v.producer() for v in graph.outputs]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in live:
+            continue
+        live.add(id(node))
+        stack.extend(v.producer() for v in node.inputs if v is not None)
+    return live
+
+
+def _spells_the_batch(value: Value, node: Node, index: int, probe: int) -> bool:
+    """Index 0 of a Reshape target that is N itself, the rest free of N, on data whose axis 0
+    is the batch."""
+    if node.op != "Reshape" or index != 1 or value.const.ndim != 1 or not value.const.size:
+        return False
+    slope, data = value.meta[SLOPE], node.inputs[0]
+    return bool(slope[0] == 1 and int(value.const[0]) == probe and not np.any(slope[1:] != 0)
+                and data is not None and not data.is_const and data.shape
+                and data.shape[0] == probe)
+
+
+def describe(slope: np.ndarray, array, probe: int) -> str:
+    """A value in terms of N: 'N', '[N, 3, -1]', '3*N + 1'; 'f(N)' where no affine form."""
+    slopes = np.asarray(slope).reshape(-1)
+    offsets = np.asarray(array, dtype=np.float64).reshape(-1) - slopes * probe
+    terms = [_term(s, o) for s, o in zip(slopes[:8], offsets[:8])]
+    more = ", ..." if slopes.size > 8 else ""
+    return terms[0] if np.ndim(array) == 0 else f"[{', '.join(terms)}{more}]"
+
+
+def _term(slope: float, offset: float) -> str:
+    if np.isnan(slope):
+        return "f(N)"
+
+    def number(x: float) -> str:
+        return str(int(x)) if float(x).is_integer() else f"{x:g}"
+    if slope == 0:
+        return number(offset)
+    text = "N" if slope == 1 else "-N" if slope == -1 else f"{number(slope)}*N"
+    if offset:
+        text += f" {'+' if offset > 0 else '-'} {number(abs(offset))}"
+    return text
+
+
+def _problem(value: Value, reader: Node, index: int, probe: int) -> NodeProblem:
+    source_name, source_op = value.meta[SOURCE]
+    read = f"the batch's size, read by '{source_name}' ({source_op})"
+    if ORIGIN in value.meta:
+        name, op = value.meta[ORIGIN]
+        return NodeProblem(
+            name, op, f"computes a number from {read} that is no affine function of it "
+            f"('{reader.name}' reads it): its value changes with the batch size, so it cannot "
+            f"be folded into a constant; {REMEDY}", "batch")
+    how = ("as its target shape (only index 0 may be the batch, copied by 0)"
+           if reader.op == "Reshape" and index == 1 else f"as input {index}")
+    return NodeProblem(
+        reader.name, reader.doc or reader.op,
+        f"reads '{value.name}' = {describe(value.meta[SLOPE], value.const, probe)}, computed from {read}, {how}: a "
+        f"number that changes with the batch size cannot be folded into a constant; {REMEDY}",
+        "batch")
