@@ -50,49 +50,56 @@ def _const(value: Value) -> np.ndarray | None:
 
 def tag_folded(node: Node, arrays: list[np.ndarray], probe: int,
                array_of: Callable[[Value], np.ndarray | None] = _const) -> list[dict]:
-    """The meta entries of the outputs of ``node``, folded to ``arrays`` (one dict per
+    """The meta entries of the outputs of core ``node``, folded to ``arrays`` (one dict per
     output, empty when it does not depend on the batch). Read before the node leaves the
     graph. ``array_of``: an input's value (a frontend knows values that are no constants
     yet)."""
-    empty: list[dict] = [{} for _ in arrays]
+    from .core import evaluate_node
+
     if node.op in ("Shape", "Size"):
-        slopes = _shape_slopes(node, probe)
-        if slopes is None:
-            return empty
-        return [{SLOPE: slopes, SOURCE: _who(node)}]
-    ins = [v for v in node.inputs if v is not None and SLOPE in v.meta]
-    if not ins:
-        return empty
-    slopes = _propagate(_Inputs(node, array_of), arrays, probe)
-    source = ins[0].meta[SOURCE]
-    origin = next((v.meta[ORIGIN] for v in ins if ORIGIN in v.meta), None)
-    out = []
-    for slope in slopes:
-        if slope is None or not np.any(slope != 0):  # NaN != 0 too
-            out.append({})
-            continue
-        entry = {SLOPE: slope, SOURCE: source}
-        if np.isnan(slope).any():
-            entry[ORIGIN] = origin or _who(node)
-        out.append(entry)
-    return out
+        x = node.inputs[0]
+        slopes = None if x is None or x.is_const else shape_slopes(x.shape, probe, node.op)
+        return [tags(slopes, [], _who(node))] if slopes is not None else [{}]
+    metas = [{} if v is None else v.meta for v in node.inputs]
+    if not any(SLOPE in m for m in metas):
+        return [{} for _ in arrays]
+    cast = np.dtype(node.attrs["to"]).kind if node.op == "Cast" else ""
+    ins = Inputs(node.op, [None if v is None else array_of(v) for v in node.inputs],
+                 [m.get(SLOPE) for m in metas], lambda xs: evaluate_node(node, xs),
+                 _MOVES.get(node.op, ()), cast,
+                 whole=not node.attrs.get("axes") or np.ndim(array_of(node.inputs[0])) == 1)
+    return [tags(slope, metas, _who(node)) for slope in propagate(ins, arrays, probe)]
 
 
-class _Inputs:
-    """A node's inputs as arrays, whichever way they are known."""
+def tags(slope: np.ndarray | None, metas: list[dict], who: tuple[str, str]) -> dict:
+    """The meta entries of a value of ``slope`` computed by ``who`` from inputs whose meta
+    entries are ``metas`` (none: ``who`` reads the batch's size)."""
+    if slope is None or not np.any(slope != 0):  # NaN != 0 too
+        return {}
+    entry = {SLOPE: slope,
+             SOURCE: next((m[SOURCE] for m in metas if SOURCE in m), who)}
+    if np.isnan(slope).any():
+        entry[ORIGIN] = next((m[ORIGIN] for m in metas if ORIGIN in m), who)
+    return entry
 
-    def __init__(self, node: Node, array_of: Callable[[Value], np.ndarray | None]):
-        self.node = node
-        self.values = list(node.inputs)
-        self.arrays = [None if v is None else array_of(v) for v in node.inputs]
-        self.tagged = [v is not None and SLOPE in v.meta for v in node.inputs]
 
-    def slope(self, i: int) -> np.ndarray | None:
-        value = self.values[i]
-        if value is None:
-            return None
-        if SLOPE in value.meta:
-            return value.meta[SLOPE]
+class Inputs:
+    """One node's inputs as the slope rules see them, whichever graph the node is in."""
+
+    def __init__(self, op: str, arrays: list, slopes: list, evaluate: Callable,
+                 fixed: tuple[int, ...] = (), cast_kind: str = "", whole: bool = True):
+        self.op = op
+        self.arrays = arrays  # each input's value (None: absent)
+        self.slopes = slopes  # each input's slope in N (None: it does not depend on N)
+        self.tagged = [s is not None for s in slopes]
+        self.evaluate = evaluate  # input arrays -> output arrays, by the node's own rules
+        self.fixed = fixed  # the inputs of an op that moves elements that are indices/shapes
+        self.cast_kind = cast_kind  # Cast: the numpy kind of its target type
+        self.whole = whole  # ReduceProd: over every element
+
+    def slope(self, i: int) -> np.ndarray:
+        if self.slopes[i] is not None:
+            return self.slopes[i]
         return np.zeros(np.shape(self.arrays[i]), dtype=np.float64)
 
     def offset(self, i: int, probe: int) -> np.ndarray:
@@ -127,59 +134,57 @@ def tag_quotient(target: Value, a: Value, b: Value, a_array, b_array, probe: int
         target.meta[ORIGIN] = a.meta.get(ORIGIN) or b.meta.get(ORIGIN) or who
 
 
-def attribute_finding(value: Value, array, probe: int, node: str, op: str, what: str
-                      ) -> NodeProblem | None:
+def attribute_finding(name: str, meta: dict, array, probe: int, node: str, op: str,
+                      what: str) -> NodeProblem | None:
     """A value computed from the batch's size that a frontend takes as an attribute (a
     Slice bound, an axis, paddings ...): the attribute would be a number of one batch."""
-    if SLOPE not in value.meta:
+    if SLOPE not in meta:
         return None
-    source_name, source_op = value.meta[SOURCE]
+    source_name, source_op = meta[SOURCE]
+    by = f"by '{meta[ORIGIN][0]}' ({meta[ORIGIN][1]}) " if ORIGIN in meta else ""
     return NodeProblem(
-        node, op, f"takes {what} '{value.name}' = {describe(value.meta[SLOPE], array, probe)}"
-        f", computed from the batch's size (read by '{source_name}' ({source_op})): an "
-        f"attribute holds one number, not one per batch size; {REMEDY}", "batch")
+        node, op, f"takes {what} '{name}' = {describe(meta[SLOPE], array, probe)}, computed "
+        f"{by}from the batch's size (read by '{source_name}' ({source_op})): an attribute "
+        f"holds one number, not one per batch size; {REMEDY}", "batch")
 
 
 def _who(node: Node) -> tuple[str, str]:
     return node.name, node.doc or node.op
 
 
-def _shape_slopes(node: Node, probe: int) -> np.ndarray | None:
-    x = node.inputs[0]
-    if x is None or x.is_const or not x.shape:
+def shape_slopes(shape, probe: int, op: str) -> np.ndarray | None:
+    """Slopes of Shape (or Size) of a computed tensor of ``shape``: its dimensions equal to
+    the probe size are taken as the batch."""
+    if not shape:
         return None
-    batch_axes = [d == probe for d in x.shape]
+    batch_axes = [d == probe for d in shape]
     if not any(batch_axes):
         return None
-    if node.op == "Shape":
+    if op == "Shape":
         return np.asarray(batch_axes, dtype=np.float64)
     if sum(batch_axes) > 1:  # N * N * ...: no affine function of N
         return np.asarray(np.nan)
-    rest = [d for d, is_batch in zip(x.shape, batch_axes) if not is_batch]
+    rest = [d for d, is_batch in zip(shape, batch_axes) if not is_batch]
     return np.asarray(float(np.prod(rest, dtype=np.float64)))
 
 
-def _propagate(ins: _Inputs, arrays: list[np.ndarray], probe: int
-               ) -> list[np.ndarray | None]:
-    """Slopes of the outputs of a folded node some of whose inputs depend on the batch."""
-    from .core import evaluate_node
-
-    node, tagged = ins.node, ins.tagged
+def propagate(ins: Inputs, arrays: list[np.ndarray], probe: int) -> list[np.ndarray | None]:
+    """Slopes of the outputs (``arrays``) of a node some of whose inputs depend on the batch."""
+    tagged, op = ins.tagged, ins.op
     unknown = [np.full(np.shape(a), np.nan) for a in arrays]
-    op = node.op
+    count = range(len(ins.arrays))
     try:
         if op in _MOVES:
-            fixed = set(_MOVES[op])
-            if any(tagged[i] for i in fixed if i < len(tagged)):
+            if any(tagged[i] for i in ins.fixed if i < len(tagged)):
                 return unknown
-            moved = [ins.arrays[i] if i in fixed else ins.slope(i)
-                     for i in range(len(ins.values))]
-            return [np.asarray(s, dtype=np.float64) for s in evaluate_node(node, moved)]
+            moved = [None if ins.arrays[i] is None else
+                     ins.arrays[i] if i in ins.fixed else ins.slope(i) for i in count]
+            return [np.asarray(s, dtype=np.float64) for s in ins.evaluate(moved)]
         if op in _SUMS:
-            return [np.asarray(s, dtype=np.float64) for s in evaluate_node(
-                node, [ins.slope(i) for i in range(len(ins.values))])]
+            return [np.asarray(s, dtype=np.float64)
+                    for s in ins.evaluate([ins.slope(i) for i in count])]
         if op == "Cast":
-            return [_cast_slope(ins, probe, np.dtype(node.attrs["to"]).kind)]
+            return [_cast_slope(ins, probe, ins.cast_kind)]
         if op == "Mul" and sum(tagged) == 1:
             scale = ins.arrays[1] if tagged[0] else ins.arrays[0]
             slope = ins.slope(0 if tagged[0] else 1)
@@ -195,7 +200,7 @@ def _propagate(ins: _Inputs, arrays: list[np.ndarray], probe: int
     return unknown
 
 
-def _cast_slope(ins: _Inputs, probe: int, kind: str) -> np.ndarray:
+def _cast_slope(ins: Inputs, probe: int, kind: str) -> np.ndarray:
     slope = ins.slope(0)
     if kind == "f":
         return slope
@@ -219,13 +224,12 @@ def divided_slope(slope: np.ndarray, offset: np.ndarray, divisor, integer: bool
     return result
 
 
-def _product_slope(ins: _Inputs, probe: int, out: np.ndarray) -> np.ndarray:
+def _product_slope(ins: Inputs, probe: int, out: np.ndarray) -> np.ndarray:
     """A product of a shape's entries one of which is k*N: k times the others."""
     slope = ins.slope(0).reshape(-1)
     values = np.asarray(ins.arrays[0], dtype=np.float64).reshape(-1)
-    whole = not ins.node.attrs.get("axes") or np.ndim(ins.arrays[0]) == 1
     batch = np.flatnonzero(slope != 0)
-    if not whole or len(batch) != 1 or np.isnan(slope[batch[0]]) or \
+    if not ins.whole or len(batch) != 1 or np.isnan(slope[batch[0]]) or \
             ins.offset(0, probe).reshape(-1)[batch[0]] != 0:
         return np.full(np.shape(out), np.nan)
     return np.full(np.shape(out), slope[batch[0]] * np.prod(np.delete(values, batch[0])))
@@ -268,10 +272,16 @@ def _spells_the_batch(value: Value, node: Node, index: int, probe: int) -> bool:
     is the batch."""
     if node.op != "Reshape" or index != 1 or value.const.ndim != 1 or not value.const.size:
         return False
-    slope, data = value.meta[SLOPE], node.inputs[0]
-    return bool(slope[0] == 1 and int(value.const[0]) == probe and not np.any(slope[1:] != 0)
-                and data is not None and not data.is_const and data.shape
-                and data.shape[0] == probe)
+    data = node.inputs[0]
+    return bool(is_the_batch_at_0(value.meta[SLOPE], value.const, probe) and data is not None
+                and not data.is_const and data.shape and data.shape[0] == probe)
+
+
+def is_the_batch_at_0(slope: np.ndarray, array, probe: int) -> bool:
+    """A 1-D shape whose entry 0 is N itself and whose other entries do not depend on N."""
+    array = np.asarray(array)
+    return bool(array.ndim == 1 and array.size and slope[0] == 1 and int(array[0]) == probe
+                and not np.any(slope[1:] != 0))
 
 
 def describe(slope: np.ndarray, array, probe: int) -> str:

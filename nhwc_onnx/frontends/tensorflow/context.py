@@ -75,7 +75,8 @@ class TFContext:
         if value is None:
             raise Refusal(f"{what} (input {index}) must be a constant")
         if self.probe is not None:
-            finding = batch_values.attribute_finding(self.input(index), value, self.probe,
+            given = self.input(index)
+            finding = batch_values.attribute_finding(given.name, given.meta, value, self.probe,
                                                      self.name, self.node.op, what)
             if finding is not None:
                 self.batch_findings.append(finding)

@@ -1,0 +1,260 @@
+"""A number computed from a symbolic batch's size depends on the batch, also when it happens to
+be equal at both probe sizes of the conversion (11 and 13). ``min(N, 5)``, ``N > 10``,
+``N // 100``, ``N`` used as data and ``min(N, 2)`` as a Slice bound (ONNX Shape/Gather
+arithmetic, TensorFlow ``tf.shape(x)[0]`` arithmetic) are refused naming the source node with the ``--batch N`` remedy - with ``--batch
+B`` the same graph converts and matches the source at B = 1, 3, 17 and 100. Near misses whose
+batch arithmetic has an exact form (``N * 2 / 2`` or ``Size / (C*H*W)`` as a Reshape's batch
+entry, ``N - N``, a Min of the channel count - also one equal to a probe size, Resize sizes
+that copy the batch) and the exporters' idioms convert with a symbolic batch and match the source at 1, 3, 17 and 100."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import nhwc_onnx
+from nhwc_onnx.errors import UnsupportedOpError
+from nhwc_onnx.options import ConvertOptions
+from nhwc_onnx.schemas.batch import PROBES
+from tests.batch import exporters
+from tests.batch.helpers import assert_close, dims, feeds_at, onnxruntime_outputs, run_converted
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+BATCH_SIZES = (1, 3, 17, 100)  # 100: N // 100 changes there, and min(N, 5) already at 1 and 3
+NO_CUT = ConvertOptions(exact_cut=False)
+
+
+def _scalar(name: str, value) -> onnx.TensorProto:
+    return onnx.numpy_helper.from_array(np.array(value, np.int64), name)
+
+
+def _batch_size(tensor: str = "x", axis: int = 0):
+    """x.size(axis) as exporters write it: Shape -> Gather."""
+    return [helper.make_node("Shape", [tensor], ["shape"], name="shape"),
+            helper.make_node("Gather", ["shape", "axis"], ["n"], name="gather", axis=0)]
+
+
+def _times_x(value: str, op: str = "Mul"):
+    """y = x (op) float(value)."""
+    return [helper.make_node("Cast", [value], ["f"], name="cast", to=TensorProto.FLOAT),
+            helper.make_node(op, ["x", "f"], ["y"], name=op.lower())]
+
+
+def _reshape_by(value: str):
+    """y = x.reshape(value, -1) (x of rank 3: not an image, whose flattening is a layout
+    question)."""
+    return [helper.make_node("Unsqueeze", [value, "axes0"], ["n1"], name="unsqueeze"),
+            helper.make_node("Concat", ["n1", "minus1"], ["target"], name="target", axis=0),
+            helper.make_node("Reshape", ["x", "target"], ["y"], name="reshape")]
+
+
+RESHAPE_INITS = [exporters.ints("axes0", [0]), exporters.ints("minus1", [-1])]
+
+# name -> (nodes, initializers, input shape after the batch, the node a symbolic batch's
+#          refusal names; None: converts with a symbolic batch)
+ONNX_CASES = {
+    "min_of_the_batch": (
+        [*_batch_size(), helper.make_node("Min", ["n", "five"], ["m"], name="batch_min"),
+         *_times_x("m")], [_scalar("axis", 0), _scalar("five", 5)], (3, 5, 7), "batch_min"),
+    "batch_greater_than_10": (
+        [*_batch_size(), helper.make_node("Greater", ["n", "ten"], ["m"], name="batch_greater"),
+         *_times_x("m")], [_scalar("axis", 0), _scalar("ten", 10)], (3, 5, 7), "batch_greater"),
+    "batch_divided_by_100": (
+        [*_batch_size(), helper.make_node("Div", ["n", "hundred"], ["m"], name="batch_div"),
+         *_times_x("m", "Add")], [_scalar("axis", 0), _scalar("hundred", 100)], (3, 5, 7),
+        "batch_div"),
+    "batch_added_as_data": (
+        [*_batch_size(), *_times_x("n", "Add")], [_scalar("axis", 0)], (3, 5, 7), "add"),
+    # x[:, :, :min(N, 2)]: the bound is an attribute of the dialect's Slice
+    "slice_bound_min_of_the_batch": (
+        [*_batch_size(), helper.make_node("Min", ["n", "two"], ["m"], name="batch_min"),
+         helper.make_node("Unsqueeze", ["m", "axes0"], ["m1"], name="unsqueeze"),
+         helper.make_node("Slice", ["x", "starts", "m1", "axes"], ["y"], name="batch_slice")],
+        [_scalar("axis", 0), _scalar("two", 2), exporters.ints("axes0", [0]),
+         exporters.ints("starts", [0]), exporters.ints("axes", [2])], (3, 5, 7), "batch_slice"),
+    # near misses: exact at every batch size
+    "min_of_the_channels": (
+        [*_batch_size(axis=1), helper.make_node("Min", ["n", "two"], ["m"], name="channel_min"),
+         *_times_x("m")], [_scalar("axis", 1), _scalar("two", 2)], (3, 5, 7), None),
+    # 11 channels: tagged as the batch in the first probe conversion, not in the second
+    "min_of_channels_equal_to_a_probe_size": (
+        [*_batch_size(axis=1), helper.make_node("Min", ["n", "five"], ["m"], name="channel_min"),
+         *_times_x("m")], [_scalar("axis", 1), _scalar("five", 5)], (PROBES[0], 5, 7), None),
+    "batch_minus_batch_plus_1": (
+        [*_batch_size(), helper.make_node("Sub", ["n", "n"], ["zero"], name="n_minus_n"),
+         helper.make_node("Add", ["zero", "one"], ["m"], name="plus_one"), *_times_x("m")],
+        [_scalar("axis", 0), _scalar("one", 1)], (3, 5, 7), None),
+    "reshape_by_twice_the_batch_halved": (
+        [*_batch_size(), helper.make_node("Mul", ["n", "two"], ["n2"], name="twice"),
+         helper.make_node("Div", ["n2", "two"], ["half"], name="halved"), *_reshape_by("half")],
+        [_scalar("axis", 0), _scalar("two", 2), *RESHAPE_INITS], (6, 35), None),
+    # F.interpolate(x, size=...) as TorchScript writes it: sizes = Shape(x)[:2] ++ (H', W')
+    "resize_sizes_keep_the_batch_and_channels": (
+        [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+         helper.make_node("Slice", ["shape", "zero", "two"], ["nc"], name="batch_channels"),
+         helper.make_node("Concat", ["nc", "hw"], ["sizes"], name="sizes", axis=0),
+         helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], name="resize",
+                          mode="nearest")],
+        [exporters.ints("zero", [0]), exporters.ints("two", [2]),
+         exporters.ints("hw", [10, 14])], (3, 5, 7), None),
+    "reshape_by_size_over_the_sample_size": (
+        [helper.make_node("Size", ["x"], ["size"], name="size"),
+         helper.make_node("Div", ["size", "sample"], ["n"], name="per_sample"),
+         *_reshape_by("n")], [_scalar("sample", 6 * 35), *RESHAPE_INITS], (6, 35), None),
+}
+EXPORTERS = {
+    "torchscript13_view": lambda: exporters.torchscript(13),
+    "torchscript17_flatten": lambda: exporters.torchscript(17, flatten="flatten"),
+    "dynamo18": exporters.dynamo,
+    "tf2onnx": exporters.tf2onnx,
+}
+
+
+def _onnx_source(folder, name: str):
+    if name in EXPORTERS:
+        model = EXPORTERS[name]()
+    else:
+        nodes, inits, shape, _ = ONNX_CASES[name]
+        model = exporters.single(nodes, shape, inits)
+    path = folder / f"{name}.onnx"
+    onnx.save(model, path)
+    return path, {i.name: tuple(dims(i)) for i in model.graph.input}
+
+
+def _matches_onnxruntime_at(source, out, shapes, batches) -> None:
+    for batch in batches:
+        feeds = feeds_at(shapes, batch)
+        assert_close(run_converted(out, feeds), onnxruntime_outputs(source, feeds))
+
+
+def _assert_refused_by_name(source, node: str) -> None:
+    with pytest.raises(UnsupportedOpError) as info:
+        nhwc_onnx.convert(source, options=NO_CUT)
+    problems = info.value.problems
+    assert [p.node for p in problems] == [node], str(info.value)
+    assert problems[0].rule == "batch" and "--batch N" in problems[0].reason
+
+
+@pytest.mark.parametrize("name", sorted(n for n, case in ONNX_CASES.items() if case[3]))
+def test_onnx_batch_arithmetic_is_refused_naming_the_node(tmp_path, name):
+    source, _ = _onnx_source(tmp_path, name)
+    _assert_refused_by_name(source, ONNX_CASES[name][3])
+
+
+@pytest.mark.parametrize("name", sorted(n for n, case in ONNX_CASES.items() if case[3]))
+def test_onnx_batch_arithmetic_converts_with_a_fixed_batch(tmp_path, name):
+    source, shapes = _onnx_source(tmp_path, name)
+    for batch in BATCH_SIZES:
+        out = tmp_path / f"fixed{batch}.onnx"
+        nhwc_onnx.convert(source, out, ConvertOptions(batch=batch, exact_cut=False))
+        _matches_onnxruntime_at(source, out, shapes, [batch])
+
+
+@pytest.mark.parametrize("name", sorted([n for n, case in ONNX_CASES.items() if not case[3]]
+                                        + list(EXPORTERS)))
+def test_exact_batch_arithmetic_keeps_the_batch_symbolic(tmp_path, name):
+    source, shapes = _onnx_source(tmp_path, name)
+    out = tmp_path / "out.onnx"
+    result = nhwc_onnx.convert(source, out, NO_CUT)
+    assert result.report.batch is not None and result.report.batch["outputs"]
+    _matches_onnxruntime_at(source, out, shapes, BATCH_SIZES)
+
+
+def test_onnx_count_of_refused_and_converted_cases(tmp_path):
+    refused, converted = [], []
+    for name in [*ONNX_CASES, *EXPORTERS]:
+        source, _ = _onnx_source(tmp_path, name)
+        try:
+            nhwc_onnx.convert(source, options=NO_CUT)
+            converted.append(name)
+        except UnsupportedOpError:
+            refused.append(name)
+    assert sorted(refused) == sorted(n for n, case in ONNX_CASES.items() if case[3])
+    assert (len(refused), len(converted)) == (5, 10)
+
+
+# -- TensorFlow: tf.shape(x)[0] arithmetic in a frozen graph ----------------------------------
+
+TF_SHAPE = (4, 6, 3)
+
+
+def _tf_cases():
+    import tensorflow as tf
+
+    def n(x):
+        return tf.shape(x)[0]
+
+    def as_float(v):
+        return tf.cast(v, tf.float32)
+
+    # name -> (y of x, the node a symbolic batch's refusal names; None: converts)
+    return {
+        "min_of_the_batch": (lambda x: x * as_float(tf.minimum(n(x), 5)), "Minimum"),
+        "batch_greater_than_10": (lambda x: x * as_float(n(x) > 10), "Greater"),
+        "batch_floor_divided_by_100": (lambda x: x + as_float(n(x) // 100), "floordiv"),
+        "batch_added_as_data": (lambda x: x + as_float(n(x)), "add"),
+        "slice_size_min_of_the_batch": (
+            lambda x: tf.slice(x, [0, 0, 0, 0], tf.stack([-1, tf.minimum(n(x), 2), -1, -1])),
+            "Slice"),
+        "min_of_the_channels": (lambda x: x * as_float(tf.minimum(tf.shape(x)[3], 2)), None),
+        "reshape_by_twice_the_batch_halved": (
+            lambda x: tf.reshape(x, tf.stack([n(x) * 2 // 2, -1])), None),
+        "keras_style_reshape": (
+            lambda x: tf.reshape(x, tf.concat([tf.shape(x)[:1], [24, 3]], 0)), None),
+    }
+
+
+def _frozen(fn) -> bytes:
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, *TF_SHAPE], name="x")
+        tf.identity(fn(x), name="y")
+    return graph.as_graph_def().SerializeToString()
+
+
+def _run_frozen(data: bytes, x: np.ndarray) -> np.ndarray:
+    import tensorflow as tf
+
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.ParseFromString(data)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(graph_def, name="")
+    with tf.compat.v1.Session(graph=graph) as session:
+        return session.run("y:0", {"x:0": x})
+
+
+def _matches_tensorflow_at(data: bytes, out, batches) -> None:
+    for batch in batches:
+        x = np.random.default_rng(batch).uniform(-1, 1, (batch, *TF_SHAPE)).astype(np.float32)
+        [got] = run_converted(out, {"x": x}).values()
+        assert_close({"y": got}, {"y": _run_frozen(data, x)})
+
+
+@pytest.mark.slow
+def test_tensorflow_batch_arithmetic_is_refused_or_exact(tmp_path):
+    """Each refused case names its node with the remedy and converts at --batch B; each
+    other converts with a symbolic batch; all match TensorFlow at 1, 3, 17 and 100."""
+    refused, converted = [], []
+    for name, (fn, node) in _tf_cases().items():
+        data = _frozen(fn)
+        source = tmp_path / f"{name}.pb"
+        source.write_bytes(data)
+        if node is None:
+            out = tmp_path / f"{name}.onnx"
+            nhwc_onnx.convert(source, out, NO_CUT)
+            _matches_tensorflow_at(data, out, BATCH_SIZES)
+            converted.append(name)
+            continue
+        _assert_refused_by_name(source, node)
+        refused.append(name)
+        for batch in BATCH_SIZES:
+            out = tmp_path / f"{name}{batch}.onnx"
+            nhwc_onnx.convert(source, out, ConvertOptions(batch=batch, exact_cut=False))
+            _matches_tensorflow_at(data, out, [batch])
+    assert (len(refused), len(converted)) == (5, 3)
