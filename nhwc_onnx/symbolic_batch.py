@@ -4,8 +4,11 @@ A source that leaves axis 0 of a graph input open (ONNX ``dim_param`` or no valu
 -1 / None, ``--input-shape NAME=-1,...``) and is converted without ``--batch`` keeps its batch
 symbolic. The frontends and passes work on static shapes, so the source is converted with the
 batch at ``PROBES[0]`` and, when some input took it, again at ``PROBES[1]``;
-``passes.generalize_batch`` then proves the two conversions are one per-sample graph and
-writes the batch as a name. A source with a fixed batch is converted once, exactly as before
+``passes.generalize_batch`` then checks the two conversions are one per-sample graph and
+writes the batch as a name. Equal results at both sizes prove nothing of a number computed
+from the batch's size (``min(N, 5)`` is 5 at both): such numbers are tracked while they fold
+(``schemas.batch_values``), and the nodes both conversions find reading one where the
+dialect cannot write the batch are refused. A source with a fixed batch is converted once, exactly as before
 (the probe size never enters it), so its output and time do not change.
 
 Only the first conversion speaks: its warnings, decisions and errors are the ones reported,
