@@ -258,3 +258,40 @@ def test_tensorflow_batch_arithmetic_is_refused_or_exact(tmp_path):
             nhwc_onnx.convert(source, out, ConvertOptions(batch=batch, exact_cut=False))
             _matches_tensorflow_at(data, out, [batch])
     assert (len(refused), len(converted)) == (5, 3)
+
+
+# -- a divisor corrected per position: one constant per sample --------------------------------
+
+
+def _average_pool(tmp_path, name: str, size: int, pads: list[int]):
+    """AveragePool(count_include_pad=0, ceil_mode=1) of a (N, 3, size, size) map."""
+    nodes = [helper.make_node("AveragePool", ["x"], ["y"], name="pool", kernel_shape=[2, 2],
+                              strides=[1, 1] if any(pads) else [2, 2], pads=pads, ceil_mode=1,
+                              count_include_pad=0)]
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(exporters.single(nodes, (3, size, size)), path)
+    return path, {"x": (1, 3, size, size)}
+
+
+def test_an_average_pool_whose_divisor_needs_a_ratio_map_is_refused_by_its_own_name(tmp_path):
+    """Pads (1, 1) divide the border windows by the cells they read: with a fixed batch the
+    ratio map corrects the divisor (a Mul by a constant of the batch's size, a node the source
+    does not have); with a symbolic batch the refusal names the source's AveragePool."""
+    source, shapes = _average_pool(tmp_path, "padded", 6, [1, 1, 1, 1])
+    with pytest.raises(UnsupportedOpError) as info:
+        nhwc_onnx.convert(source, options=NO_CUT)
+    [problem] = info.value.problems
+    assert (problem.node, problem.op, problem.rule) == ("pool", "AveragePool", "batch")
+    assert "ratio map is one constant per sample" in problem.reason
+    assert "--batch N" in problem.reason
+    out = tmp_path / "fixed.onnx"
+    result = nhwc_onnx.convert(source, out, ConvertOptions(batch=3, exact_cut=False))
+    assert result.report.target_ops.get("Mul") == 1  # the correction the symbolic batch lacks
+    _matches_onnxruntime_at(source, out, shapes, [3])
+
+
+def test_an_average_pool_with_ceil_mode_that_needs_no_ratio_map_stays_symbolic(tmp_path):
+    source, shapes = _average_pool(tmp_path, "unpadded", 7, [0, 0, 0, 0])
+    out = tmp_path / "out.onnx"
+    nhwc_onnx.convert(source, out, NO_CUT)
+    _matches_onnxruntime_at(source, out, shapes, BATCH_SIZES)
