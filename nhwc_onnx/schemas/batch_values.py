@@ -243,15 +243,51 @@ def findings(graph: Graph, probe: int) -> list[NodeProblem]:
     spell it (see the module docstring); one problem per node."""
     found: dict[str, NodeProblem] = {}
     live = _live(graph)
+    products = _per_sample_products(graph, probe)
     for value in graph.constants():
         if SLOPE not in value.meta:
             continue
         for node, index in value.uses():
-            if id(node) not in live or _spells_the_batch(value, node, index, probe):
+            if id(node) not in live or _spells_the_batch(value, node, index, probe) or \
+                    (index == 1 and id(node) in products):
                 continue
             problem = _problem(value, node, index, probe)
             found.setdefault(problem.node, problem)
     return list(found.values())
+
+
+def _per_sample_products(graph: Graph, probe: int) -> set[int]:
+    """ids of the Reshapes that fold the batch into the rows of a product by a constant
+    matrix (and a constant bias) and split the rows back as they were: TensorFlow's Tensordot
+    of a Dense on a rank >= 3 tensor. As a whole the pair is per sample (a 1x1 convolution);
+    the two probe conversions still judge how it is converted."""
+    found: set[int] = set()
+    for first in graph.nodes:
+        x = first.inputs[0] if first.op == "Reshape" and first.inputs else None
+        if x is None or x.is_const or not x.shape or len(x.shape) < 3 or x.shape[0] != probe:
+            continue
+        rows = first.outputs[0]
+        if tuple(rows.shape or ()) != (int(np.prod(x.shape[:-1])), x.shape[-1]):
+            continue
+        product = _sole_reader(rows)
+        weight = product.inputs[1] if product is not None and product.op == "MatMul" else None
+        if weight is None or product.inputs[0] is not rows or not weight.is_const or \
+                weight.const.ndim != 2:
+            continue
+        last = _sole_reader(product.outputs[0])
+        if last is not None and last.op == "Add" and any(
+                v is not None and v.is_const and v.const.size == weight.const.shape[1]
+                for v in last.inputs):
+            last = _sole_reader(last.outputs[0])
+        if last is not None and last.op == "Reshape" and \
+                tuple(last.outputs[0].shape or ()) == (*x.shape[:-1], weight.const.shape[1]):
+            found |= {id(first), id(last)}
+    return found
+
+
+def _sole_reader(value: Value) -> Node | None:
+    readers = value.consumers()
+    return readers[0] if len(readers) == 1 else None
 
 
 def _live(graph: Graph) -> set[int]:

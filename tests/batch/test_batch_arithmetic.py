@@ -295,3 +295,60 @@ def test_an_average_pool_with_ceil_mode_that_needs_no_ratio_map_stays_symbolic(t
     out = tmp_path / "out.onnx"
     nhwc_onnx.convert(source, out, NO_CUT)
     _matches_onnxruntime_at(source, out, shapes, BATCH_SIZES)
+
+
+# -- a product by a constant matrix written with the batch folded into its rows ----------------
+
+
+def _tensordot(split_back: list[str], computing_it=()):
+    """x (N, 6, 5) -> Reshape to (6N, 5) -> MatMul (5, 7) -> Add bias -> Reshape by
+    ``split_back`` (entries computed from N, by the nodes ``computing_it`` too), as tf2onnx
+    writes TensorFlow's Tensordot."""
+    rng = np.random.default_rng(3)
+    weight = onnx.numpy_helper.from_array(rng.standard_normal((5, 7)).astype(np.float32), "w")
+    bias = onnx.numpy_helper.from_array(rng.standard_normal(7).astype(np.float32), "b")
+    nodes = [*_batch_size(), helper.make_node("Unsqueeze", ["n", "axes0"], ["n1"], name="n1"),
+             helper.make_node("Mul", ["n1", "six"], ["rows"], name="rows"),
+             helper.make_node("Concat", ["rows", "five"], ["flat"], name="flat", axis=0),
+             helper.make_node("Reshape", ["x", "flat"], ["x2"], name="Tensordot/Reshape"),
+             helper.make_node("MatMul", ["x2", "w"], ["p"], name="Tensordot/MatMul"),
+             helper.make_node("Add", ["p", "b"], ["pb"], name="BiasAdd"), *computing_it,
+             helper.make_node("Concat", split_back, ["back"], name="back", axis=0),
+             helper.make_node("Reshape", ["pb", "back"], ["y"], name="Tensordot")]
+    inits = [_scalar("axis", 0), exporters.ints("axes0", [0]), exporters.ints("six", [6]),
+             exporters.ints("five", [5]), exporters.ints("six_seven", [6, 7]),
+             exporters.ints("two", [2]), exporters.ints("three_seven", [3, 7]), weight, bias]
+    return exporters.single(nodes, (6, 5), inits)
+
+
+def _batch_findings(tmp_path, model) -> list[str]:
+    """The nodes the first probe conversion finds reading a number computed from the batch's
+    size where the dialect cannot write it."""
+    from nhwc_onnx import frameworks
+    from nhwc_onnx.passes import PassContext
+    from nhwc_onnx.passes.pipeline import to_dialect
+    from nhwc_onnx.symbolic_batch import probing
+
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    options = probing(NO_CUT)
+    loaded = frameworks.load_source(path, frameworks.get("onnx"), options)
+    try:
+        to_dialect(loaded, PassContext(options=NO_CUT, log_warnings=False))
+    except UnsupportedOpError:
+        pass  # what the passes refuse is not the question here
+    return sorted(p.node for p in loaded.batch_findings)
+
+
+def test_a_product_whose_rows_fold_the_batch_and_split_it_back_is_no_batch_number(tmp_path):
+    """Tensordot's two Reshapes (6N, 5) and (N, 6, 7) are per sample as a pair (a 1x1
+    convolution): the numbers computed from N in them are not findings; whether the pair
+    converts is the op selection's and the probe conversions' question."""
+    assert _batch_findings(tmp_path, _tensordot(["n1", "six_seven"])) == []
+
+
+def test_rows_split_back_other_than_they_were_folded_are_batch_numbers(tmp_path):
+    """(6N, 7) split into (2N, 3, 7) mixes samples: the Reshapes are findings."""
+    model = _tensordot(["n2", "three_seven"],
+                       [helper.make_node("Mul", ["n1", "two"], ["n2"], name="twice")])
+    assert _batch_findings(tmp_path, model) == ["Tensordot", "Tensordot/Reshape"]
