@@ -331,7 +331,8 @@ def format_report(report) -> str:
 def format_verification(report) -> str:
     status = "MATCH" if report.ok else "MISMATCH"
     batches = getattr(report, "batches", None)
-    at = (f"; the symbolic batch at {' and '.join(map(str, batches))}" if batches else "")
+    at = (f"; the symbolic batch at {', '.join(map(str, batches[:-1]))} and {batches[-1]}"
+          if batches else "")
     samples = f", {report.samples} samples" if report.samples > 1 else ""
     lines = [(f"verification: {status} (atol {report.atol:g}, rtol {report.rtol:g}, "
               f"seed {report.seed}{samples}{at})")]

@@ -75,9 +75,11 @@ class VerificationReport:
         }
 
 
-# The sizes a symbolic batch is verified at: one sample, and several (distinct from the
-# other dimensions a test uses) so that a model mixing samples cannot pass.
-SYMBOLIC_BATCHES = (1, 3)
+# The sizes a symbolic batch is verified at: one sample, several (distinct from the other
+# dimensions a test uses) so that a model mixing samples cannot pass, and one above both
+# probe sizes of the conversion (11, 13), where a number computed from the batch's size
+# would show.
+SYMBOLIC_BATCHES = (1, 3, 17)
 
 
 def _io_permutations(model: Model) -> dict[str, list[int]]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from ...schemas import batch_values
+
 _NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                "Multinomial", "Bernoulli", "If", "Loop", "Scan"}
 MAX_FOLD_ELEMENTS = 1 << 22  # do not materialise huge tensors just to read a few numbers
@@ -18,9 +20,14 @@ MAX_DEPTH = 400
 
 class ShapeFolder:
     def __init__(self, proto: onnx.ModelProto, consts: dict[str, np.ndarray],
-                 input_shapes: dict[str, tuple], opsets: dict[str, int]):
+                 input_shapes: dict[str, tuple], opsets: dict[str, int],
+                 probe: int | None = None):
         self.consts = consts
         self.opsets = opsets
+        # a symbolic batch's size in this probe conversion: folded values computed from it
+        # carry their slope in N (schemas.batch_values), by tensor name
+        self.probe = probe
+        self.batch_tags: dict[str, dict] = {}
         self.producers: dict[str, onnx.NodeProto] = {
             out: node for node in proto.graph.node for out in node.output if out}
         self.cache: dict[str, np.ndarray | None] = {}
@@ -151,6 +158,8 @@ class ShapeFolder:
         if node.op_type in ("Shape", "Size"):
             result = self._fold_shape_op(node)
             self.cache[name] = result
+            if result is not None and self.probe is not None:
+                self._tag_shape_op(node)
             return result
         feeds = {}
         for inp in node.input:
@@ -169,7 +178,48 @@ class ShapeFolder:
         for out, value in zip(node.output, results or [None] * len(node.output)):
             if out:
                 self.cache[out] = value
+        if results is not None and self.probe is not None:
+            self._tag(node, feeds, results)
         return self.cache.get(name)
+
+    # -- values computed from a symbolic batch's size -------------------------------------------
+    def _tag_shape_op(self, node: onnx.NodeProto) -> None:
+        if node.input[0] in self.consts:
+            return
+        shape = self.static_shape(node.input[0])
+        slopes = batch_values.shape_slopes(shape, self.probe, node.op_type)
+        if slopes is not None and node.op_type == "Shape":
+            attrs = {a.name: a.i for a in node.attribute}
+            slopes = slopes[slice(attrs.get("start", 0), attrs.get("end", len(shape)))]
+        self.batch_tags[node.output[0]] = batch_values.tags(slopes, [],
+                                                            (node.name, node.op_type))
+
+    def _tag(self, node: onnx.NodeProto, feeds: dict, results: list) -> None:
+        metas = [self.batch_tags.get(i, {}) for i in node.input]
+        if not any(metas):
+            return
+        arrays = [feeds.get(i) if i else None for i in node.input]
+        cast = ""
+        if node.op_type == "Cast":
+            to = next((a.i for a in node.attribute if a.name == "to"), 0)
+            cast = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(to)).kind
+        names = list(node.input)
+
+        def evaluate(inputs: list) -> list:
+            feeds = {n: np.asarray(a) for n, a in zip(names, inputs) if n}
+            found = self._evaluate(node, feeds)
+            if found is None:
+                raise ValueError("not evaluable")
+            return [np.asarray(f) for f in found if f is not None]
+
+        ins = batch_values.Inputs(
+            node.op_type, arrays, [m.get(batch_values.SLOPE) for m in metas], evaluate,
+            () if node.op_type == "Concat" else tuple(range(1, len(names))), cast,
+            whole=len(arrays) == 1 and np.ndim(arrays[0]) == 1)
+        outs = [r for r in results if r is not None]
+        for out, slope in zip([o for o in node.output if o],
+                              batch_values.propagate(ins, outs, self.probe)):
+            self.batch_tags[out] = batch_values.tags(slope, metas, (node.name, node.op_type))
 
     def _fold_shape_op(self, node: onnx.NodeProto) -> np.ndarray | None:
         if not node.input or not node.input[0]:

@@ -73,6 +73,7 @@ def convert_graphdef(graph_def, options: ConvertOptions, source_file: str,
     for node in prepared.order:
         model.source_op_counts[node.op] = model.source_op_counts.get(node.op, 0) + 1
     model.refused = refused
+    model.batch_findings = list(ctx.batch_findings)
     return model
 
 

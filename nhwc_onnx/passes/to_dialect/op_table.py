@@ -233,7 +233,8 @@ TABLE: dict[str, Lowering] = {
     "AveragePool": Lowering(WHEN, ("AveragePool", "Pad", "Mul"),
                             "a 2-D pool of a 4-D map without dilation whose windows read the "
                             "same cells as a SAME or VALID pool (another divisor is corrected "
-                            "by a constant ratio map, refused by --strict)",
+                            "by a constant ratio map per sample, refused by --strict and with "
+                            "a symbolic batch)",
                             select=select_spatial.pool, window=pm.AVG),
     "GlobalAveragePool": Lowering(WHEN, ("GlobalAveragePool",), "the input is a 4-D map",
                                   select=select_spatial.global_pool,

@@ -43,9 +43,10 @@ def test_keras_inputs_and_output_layers_name_the_graph(tmp_path):
     assert _io(result.model) == (["img"], ["probs"])  # was input -> Identity
     assert _source_names(result.model) == {"img": "img:0", "probs": "Identity:0"}
     proof = nhwc_onnx.verify(source, tmp_path / "c.onnx")  # fed and fetched by source names
-    # Keras leaves the batch open: it stays symbolic and is compared at batch 1 and 3
-    assert proof.ok and proof.batches == [1, 3]
-    assert [(c.name, c.batch) for c in proof.outputs] == [("probs", 1), ("probs", 3)]
+    # Keras leaves the batch open: it stays symbolic and is compared at batch 1, 3 and 17
+    assert proof.ok and proof.batches == [1, 3, 17]
+    assert [(c.name, c.batch) for c in proof.outputs] == [("probs", 1), ("probs", 3),
+                                                          ("probs", 17)]
     verify = run_cli("verify", source, tmp_path / "c.onnx", "--bisect")
     assert verify.exit_code == 0, verify.output
     # --outputs takes the output layer's name as well as the tensor's

@@ -1,5 +1,5 @@
 """Every command with a symbolic batch, through the command line: convert (report, metadata,
-warnings said once, in terms of the batch's name), verify (batch 1 and 3, text and JSON),
+warnings said once, in terms of the batch's name), verify (batch 1, 3 and 17, text and JSON),
 run (--random at batch 1 unless --batch), info (the name, for a source and a dialect file),
 and the batch rule's usage errors."""
 from __future__ import annotations
@@ -35,14 +35,14 @@ def test_convert_reports_and_records_the_symbolic_batch(source, tmp_path):
 
     out, report = tmp_path / "out.onnx", tmp_path / "report.json"
     result = _ok(run_cli("convert", source, "-o", out, "--report", report, "--verify"))
-    assert "the symbolic batch at 1 and 3" in result.stdout
-    assert "(batch 1)" in result.stdout and "(batch 3)" in result.stdout
+    assert "the symbolic batch at 1, 3 and 17" in result.stdout
+    assert all(f"(batch {n})" in result.stdout for n in (1, 3, 17))
     data = json.loads(report.read_text())
     jsonschema.validate(data, json.loads((REPO / "docs" / "report-schema.json").read_text()))
     assert data["batch"] == {"dim_param": "batch", "inputs": ["input"], "outputs": ["output"]}
     assert data["inputs"][0]["shape"] == ["batch", exporters.H, exporters.W, 3]
-    assert data["verification"]["batches"] == [1, 3]
-    assert [o["batch"] for o in data["verification"]["outputs"]] == [1, 3]
+    assert data["verification"]["batches"] == [1, 3, 17]
+    assert [o["batch"] for o in data["verification"]["outputs"]] == [1, 3, 17]
     assert "symbolic_batch" in data["timings"]
 
 
@@ -52,13 +52,14 @@ def test_verify_compares_at_batch_1_and_3_in_text_and_json(source, tmp_path):
     text = _ok(run_cli("verify", source, out)).stdout
     assert "shape (1, 5)" in text and "shape (3, 5)" in text
     data = json.loads(_ok(run_cli("verify", source, out, "--format", "json")).stdout)
-    assert data["ok"] is True and data["batches"] == [1, 3]
+    assert data["ok"] is True and data["batches"] == [1, 3, 17]
     assert [(o["batch"], o["source_shape"]) for o in data["outputs"]] == [(1, [1, 5]),
-                                                                          (3, [3, 5])]
+                                                                          (3, [3, 5]),
+                                                                          (17, [17, 5])]
 
 
 def test_verify_reports_a_mismatch_at_each_batch(source, tmp_path):
-    """Against a source with another bias, both sizes differ and both are reported."""
+    """Against a source with another bias, every size differs and each is reported."""
     out = tmp_path / "out.onnx"
     _ok(run_cli("convert", source, "-o", out))
     other = onnx.load(source)
@@ -70,7 +71,7 @@ def test_verify_reports_a_mismatch_at_each_batch(source, tmp_path):
     result = run_cli("verify", other_path, out, "--format", "json")
     assert result.exit_code == 3
     data = json.loads(result.stdout)
-    assert {o["batch"]: o["within"] for o in data["outputs"]} == {1: False, 3: False}
+    assert {o["batch"]: o["within"] for o in data["outputs"]} == {1: False, 3: False, 17: False}
 
 
 def test_run_random_takes_batch_1_unless_batch_is_given(source, tmp_path):
