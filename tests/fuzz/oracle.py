@@ -45,26 +45,37 @@ def owner(node: str, made: Mapping[str, Made]) -> Made | None:
     return None
 
 
+def refused(framework: str, exc: UnsupportedOpError, made: Mapping[str, Made],
+            verdict: Verdict) -> list:
+    """Record the table's reason for each refused node; returns the problems it does not
+    explain."""
+    left = []
+    for p in exc.problems:
+        why = explained(framework, owner(p.node, made))
+        if why is None:
+            left.append(p)
+        else:
+            verdict.explained.append(why)
+    return left
+
+
 def judge(framework: str, path: Path, made: Mapping[str, Made], batches,
-          source_run: Callable[[dict], dict], input_dims: Mapping[str, tuple],
+          source_run: Callable[[dict], dict] | None, input_dims: Mapping[str, tuple],
           options: ConvertOptions | None = None) -> Verdict:
     """``source_run(feeds)`` runs the source in its own runtime (feeds and outputs in the
-    source layout); ``input_dims``: each input's shape after the batch."""
+    source layout; None: ``nhwc_onnx.verify`` does, at the declared batch);
+    ``input_dims``: each input's shape after the batch."""
     verdict = Verdict()
     options = (options or ConvertOptions()).replace(framework=framework, exact_cut=False,
                                                     allow_transpose=True)
     try:
         model = convert(path, options=options).model
     except UnsupportedOpError as exc:
-        needs_fixed_batch = []
-        for p in exc.problems:
-            why = explained(framework, owner(p.node, made))
-            if why is not None:
-                verdict.explained.append(why)
-            elif p.rule == "batch" and options.batch is None and len(batches) > 1:
-                needs_fixed_batch.append(p)
-            else:
-                verdict.failures.append(f"unexplained refusal: {p}")
+        left = refused(framework, exc, made, verdict)
+        needs_fixed_batch = [p for p in left if p.rule == "batch" and options.batch is None
+                             and len(batches) > 1]
+        verdict.failures += [f"unexplained refusal: {p}" for p in left
+                             if p not in needs_fixed_batch]
         if needs_fixed_batch:  # the symbolic-batch note: --batch N converts such a node
             fixed = judge(framework, path, made, (FIXED_BATCH,), source_run, input_dims,
                           options.replace(batch=FIXED_BATCH))
@@ -82,6 +93,14 @@ def judge(framework: str, path: Path, made: Mapping[str, Made], batches,
     for name, m in made.items():
         if must_refuse(framework, m):
             verdict.failures.append(f"claimed never, converted: node '{name}' ({m.op})")
+    if source_run is None:  # the package's verify: the source in its own runtime (TF, OpenCV)
+        from nhwc_onnx import verify
+
+        report = verify(path, model, options, seed=0, atol=TOL, rtol=TOL)
+        if not (report.outputs and report.ok):
+            verdict.failures += [f"{c.name} differs by {c.max_abs_error:.3g}"
+                                 for c in report.outputs] or ["verify compared no output"]
+        return verdict
     perms = model.io_permutations
     for batch in batches:
         rng = np.random.default_rng(batch)

@@ -80,7 +80,21 @@ def batch_size_minimum_as_data():
     return _graph(nodes, (2, 3, 4), inits, opset=13, ir=7, made=made)
 
 
-CASES = {f.__name__: f for f in (batch_size_minimum_as_data, 
+def ceil_pool_whose_last_window_starts_past_the_input():
+    """MaxPool(ceil_mode=1, kernel 1, stride 2) on W=4 then an opset-10 Softmax(axis=1):
+    onnx's shape inference keeps the window starting at 4 (W 3), onnxruntime drops it (W 2);
+    the Softmax's 2-D coercion was built for W 3 ('cannot reshape [11, 12] to
+    [11, 2, 3, 3]')."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[1, 1],
+                              strides=[1, 2], ceil_mode=1),
+             helper.make_node("Softmax", ["p"], ["y"], name="softmax", axis=1)]
+    made = {"pool": Made("MaxPool", {"rank": 4}),
+            "softmax": Made("Softmax", {"single_axis": False, "axis_size": 2})}
+    return _graph(nodes, (2, 3, 4), {}, opset=10, ir=5, made=made)
+
+
+CASES = {f.__name__: f for f in (batch_size_minimum_as_data,
+                                 ceil_pool_whose_last_window_starts_past_the_input, 
     batchnorm_of_channel_reduced_map, nonzero_pad_under_symbolic_batch,
     full_map_constant_divisor_under_symbolic_batch,
     average_pool_divisor_fix_under_symbolic_batch)}

@@ -25,7 +25,8 @@ def test_fuzz_regression_converts_exactly_or_is_refused_as_claimed(tmp_path, nam
     assert not verdict.failures, "\n".join(verdict.failures)
 
 
-@pytest.mark.parametrize("name", ["batchnorm_of_channel_reduced_map"])
+@pytest.mark.parametrize("name", ["batchnorm_of_channel_reduced_map",
+                                  "ceil_pool_whose_last_window_starts_past_the_input"])
 def test_fuzz_regression_now_converts(tmp_path, name):
     verdict = check_onnx_graph(onnx_cases.CASES[name](), tmp_path)
     assert verdict.converted and not verdict.failures, verdict
