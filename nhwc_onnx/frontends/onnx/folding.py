@@ -116,10 +116,14 @@ class ShapeFolder:
             for d in shape:
                 dims.add().dim_value = int(d)
         try:
-            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-            if _data_propagation_is_bounded(inferred.graph):
-                inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False,
-                                                             data_prop=True)
+            inferred = _inferred(model)
+            # onnx's inference keeps a ceil-mode pool's last window that starts past the
+            # input (and its head padding); onnxruntime drops it. Such a pool has the
+            # floor-mode windows: infer it as one (on this copy), once per pool at most.
+            for _ in range(sum(n.op_type in _POOLS for n in model.graph.node)):
+                if not _floor_dropped_ceil_windows(model, inferred.graph):
+                    break
+                inferred = _inferred(model)
         except Exception:  # noqa: BLE001 - inference is a help, not a requirement
             return
         g = inferred.graph
@@ -251,6 +255,53 @@ class ShapeFolder:
             return None
         full = iter(results)
         return [next(full) if n else None for n in node.output]
+
+
+_POOLS = ("MaxPool", "AveragePool", "LpPool")
+
+
+def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    if _data_propagation_is_bounded(inferred.graph):
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    return inferred
+
+
+def _floor_dropped_ceil_windows(model: onnx.ModelProto, inferred: onnx.GraphProto) -> bool:
+    """Set ceil_mode 0 on the pools of ``model`` whose ceil-mode last window starts past the
+    input and its head padding (onnxruntime drops that window: the floor-mode windows
+    remain). True when a pool changed."""
+    shapes = {}
+    for info in list(inferred.value_info) + list(inferred.input):
+        dims = info.type.tensor_type.shape.dim
+        shapes[info.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    changed = False
+    for node in model.graph.node:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type not in _POOLS or not attrs.get("ceil_mode") or \
+                attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            continue
+        shape = shapes.get(node.input[0]) if node.input else None
+        kernel = list(attrs.get("kernel_shape", []))
+        if not shape or not kernel or any(d is None for d in shape[2:]):
+            continue
+        n = len(kernel)
+        strides = list(attrs.get("strides", [1] * n))
+        dilations = list(attrs.get("dilations", [1] * n))
+        pads = list(attrs.get("pads", [0] * 2 * n))
+        for i, size in enumerate(shape[2:2 + n]):
+            span = (kernel[i] - 1) * dilations[i] + 1
+            padded = size + pads[i] + pads[i + n]
+            if padded < span:
+                break
+            count = -(-(padded - span) // strides[i]) + 1
+            if (padded - span) % strides[i] and (count - 1) * strides[i] >= size + pads[i]:
+                for a in node.attribute:
+                    if a.name == "ceil_mode":
+                        a.i = 0
+                changed = True
+                break
+    return changed
 
 
 def _data_propagation_is_bounded(graph: onnx.GraphProto) -> bool:

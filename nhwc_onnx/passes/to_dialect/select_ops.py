@@ -302,18 +302,34 @@ def reduce_mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
 def batchnorm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
     axis = positive_axis(int(attr(node, "axis")), x.rank)
-    if axis != x.rank - 1:
+    if axis != x.rank - 1 and not ctx.options.allow_transpose:
         return refuse(ctx, node, f"normalises axis {axis} of {tuple(x.shape)}, not the last "
-                      "(channel) axis the dialect BatchNormalization uses")
+                      "(channel) axis the dialect BatchNormalization uses, and moving it "
+                      "there needs a layout Transpose")
     params = [const_of(v) for v in node.inputs[1:5]]
     if any(p is None for p in params):
         return refuse(ctx, node, "scale, B, mean and var must be constants")
-    c = x.shape[-1]
+    c = x.shape[axis]
     vecs = [np.broadcast_to(np.asarray(p, np.float64).reshape(-1), (c,)) for p in params]
     names = ("scale", "B", "mean", "var")
-    become(node, "BatchNormalization",
-           [x] + [const(graph, v, f"{node.name}/{n}") for v, n in zip(vecs, names)],
-           {"epsilon": float(attr(node, "epsilon"))})
+    weights = [const(graph, v, f"{node.name}/{n}") for v, n in zip(vecs, names)]
+    epsilon = {"epsilon": float(attr(node, "epsilon"))}
+    if axis == x.rank - 1:
+        become(node, "BatchNormalization", [x] + weights, epsilon)
+        return True
+    # --allow-transpose: swap the axis with the last one, normalise there, swap back
+    perm = list(range(x.rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]  # its own inverse
+    moved_shape = [x.shape[a] for a in perm]
+    moved = emit(graph, "Transpose", [x], {"perm": perm}, f"{node.name}/axis_last",
+                 moved_shape)
+    normed = emit(graph, "BatchNormalization", [moved] + weights, epsilon,
+                  f"{node.name}/last_axis", moved_shape)
+    become(node, "Transpose", [normed], {"perm": perm})
+    for t in (moved.producer(), node):
+        ctx.warn(f"inserted Transpose '{t.name}' (perm {perm}) for BatchNormalization "
+                 f"'{node.name}': its axis {axis} is not the last axis of {tuple(x.shape)}")
+        ctx.record("layout", t.name, f"inserted Transpose {perm}", perm=perm)
     return True
 
 
