@@ -82,9 +82,14 @@ def convert(
     progress: Callable[[str], None] | None = None,
     before_write: Callable[[Model, ConversionReport], bool] | None = None,
     follow_symlinks: bool = True,
+    split: bool = False,
 ) -> ConversionResult:
     """Convert ``source`` to the dialect with ``options``; write ``output`` (atomically) when
     given.
+
+    With ``split`` a refused source becomes a ``nhwc_onnx.pipeline.Pipeline`` (returned):
+    dialect segments and standard ONNX segments for the refused nodes; ``output`` is then
+    the pipeline's folder and ``before_write(pipeline)`` is asked before it is written.
 
     Raises a subclass of NhwcOnnxError when the model cannot be converted exactly; nothing is
     written in that case. With ``options.exact_cut`` a refusal (UnsupportedOpError) carries the
@@ -95,6 +100,8 @@ def convert(
     source's numbers is not written). A symlink at ``output`` is written through to its target;
     with ``follow_symlinks=False`` (an output name derived by a batch) the link is replaced.
     """
+    if split:
+        return _convert_split(source, output, _checked(options), before_write)
     stage = progress or (lambda _name: None)
     import logging  # here, not at the top: ``check`` imports this module and logs nothing
 
@@ -201,6 +208,29 @@ def convert(
     log.info("done: %.3f s in all", report.timings["total"])
     stage("done")
     return ConversionResult(model, report, str(output) if write else None)
+
+
+def _convert_split(source, output, options: ConvertOptions, before_write):
+    """``convert(..., split=True)``: the pipeline, its folder written when ``output`` is
+    given and ``before_write`` (if any) accepts it."""
+    from .pipeline import MANIFEST, split
+
+    src = Path(path_argument(source, "source", "the path of a source model"))
+    fw = frameworks.get(options.framework) if options.framework else frameworks.detect(src)
+    check_options_apply(fw, src, options)
+    inputs = source_files(src, options)
+    if output is not None:
+        output = Path(path_argument(output, "output", "the folder of the pipeline to write"))
+        plan_targets([("pipeline folder", output / MANIFEST)], inputs)
+
+    def convert_part(part_options: ConvertOptions):
+        result = convert(src, options=part_options.replace(framework=fw.name))
+        return result.model, result.report
+
+    pipeline = split(src, fw, options, convert_part)
+    if output is not None and (before_write is None or before_write(pipeline)):
+        pipeline.save(output, source_files=inputs)
+    return pipeline
 
 
 def check_options_apply(fw: frameworks.Framework, source: Path, options: ConvertOptions
