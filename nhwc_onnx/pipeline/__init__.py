@@ -17,7 +17,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ModelLoadError, OutputPathError, UnsupportedOpError, UsageError
+from ..errors import (
+    InvalidModelError,
+    ModelLoadError,
+    OutputPathError,
+    UnsupportedOpError,
+    UsageError,
+)
 from ..options import ConvertOptions
 from .manifest import (
     DIALECT,
@@ -194,6 +200,10 @@ def load(path: str | os.PathLike) -> Pipeline:
 
     manifest = read_manifest(path)
     folder = manifest_path(path).parent
+    problems = manifest.problems()
+    if problems:
+        raise InvalidModelError(f"{manifest_path(path)}: not a runnable pipeline: "
+                                + "; ".join(problems))
     models = {seg.file: load_segment(folder / seg.file, seg.kind) for seg in manifest.segments}
     return Pipeline(manifest, models, folder=folder)
 

@@ -139,9 +139,10 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
     take(refusal.problems)
     cache: dict[tuple, object] = {}
     notes: list[str] = []
+    islands: set[int] = set()  # expressible nodes kept standard: no MACs to move
     for _round in range(MAX_ROUNDS * 4):
         segments = schedule(source, standard)
-        if _merge_islands(source, segments, standard, notes):
+        if _merge_islands(source, segments, standard, notes, islands):
             continue
         converted, retry = {}, False
         for k, seg in enumerate(segments):
@@ -172,12 +173,24 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
         if moved:
             standard.update(moved)
             continue
+        notes = [n for n in notes if n != ISLAND]
+        if islands:
+            ops: dict[str, int] = {}
+            for i in sorted(islands):
+                ops[source.order[i].op_type] = ops.get(source.order[i].op_type, 0) + 1
+            notes.append(f"{len(islands)} node(s) the dialect can express run in standard "
+                         f"segments ({', '.join(f'{op} x{n}' for op, n in sorted(ops.items()))}):"
+                         " as dialect segments of their own they would add segments without "
+                         "multiply-accumulate work")
         return Partition(source, segments, converted, notes, sorted(refused_names))
     raise InvalidModelError("the partition did not settle; please report this model")
 
 
+ISLAND = "island"  # a note's placeholder: an island kept standard (said once, in the end)
+
+
 def _merge_islands(source: OnnxSource, segments: list[Planned], standard: set[int],
-                   notes: list[str]) -> bool:
+                   notes: list[str], kept_standard: set[int]) -> bool:
     """Label standard every dialect segment without a weight product, when there is a
     standard segment at all; True when one was."""
     if all(seg.kind == DIALECT for seg in segments):
@@ -186,11 +199,9 @@ def _merge_islands(source: OnnxSource, segments: list[Planned], standard: set[in
     for seg in segments:
         if seg.kind == DIALECT and not any(source.order[i].op_type in MAC_OPS
                                            for i in seg.nodes):
-            ops = sorted({source.order[i].op_type for i in seg.nodes})
-            notes.append(f"{len(seg.nodes)} node(s) the dialect can express ({', '.join(ops)}) "
-                         "run in a standard segment: alone they would add a dialect segment "
-                         "without multiply-accumulate work")
+            notes.append(ISLAND)
             standard.update(seg.nodes)
+            kept_standard.update(seg.nodes)
             changed = True
     return changed
 

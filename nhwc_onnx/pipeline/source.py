@@ -13,6 +13,7 @@ from ..options import ConvertOptions
 from ..schemas.batch import PROBES
 
 MAC_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}  # weight products per step: gates x hidden
 
 
 def reads(node) -> list[str]:
@@ -56,9 +57,14 @@ class OnnxSource:
         axes = self.batch_axes.get(tensor, set())
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
 
+    def _recurrent_macs(self, node) -> int:
+        return _recurrent(self, node)
+
     def macs(self, index: int) -> int:
         """Multiply-accumulates of one node per run (0 for ops without a weight product)."""
         node = self.order[index]
+        if node.op_type in RECURRENT_GATES:
+            return self._recurrent_macs(node)
         if node.op_type not in MAC_OPS:
             return 0
         ins = [self.sample_shape(t) for t in node.input[:2]]
@@ -76,6 +82,18 @@ class OnnxSource:
             k = ins[0][0] if trans_a else ins[0][-1]
             return size * int(k)
         return size * int(ins[0][-1]) if ins[0] else 0  # MatMul
+
+
+def _recurrent(source: OnnxSource, node) -> int:
+    """LSTM/GRU/RNN: steps x batch x directions x gates x hidden x (input + hidden)."""
+    x = source.sample_shape(node.input[0])
+    w = source.sample_shape(node.input[1]) if len(node.input) > 1 else None
+    r = source.sample_shape(node.input[2]) if len(node.input) > 2 else None
+    if x is None or w is None or r is None or len(x) != 3:
+        return 0
+    if any(not isinstance(d, int) for d in (*x, *w, *r)):
+        return 0
+    return int(x[0]) * int(x[1]) * int(w[0]) * int(w[1]) * (int(w[2]) + int(r[2]))
 
 
 def read_source(path: str, options: ConvertOptions) -> OnnxSource:

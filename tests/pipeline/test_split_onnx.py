@@ -1,0 +1,251 @@
+"""convert --split on ONNX sources the dialect refuses in part: the pipeline folder, its
+segments' kinds, and its outputs against onnxruntime running the source (1e-4), through the
+command line (convert, check, run, verify, info, lower) and the Python API."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from nhwc_onnx import pipeline as pipelines
+from nhwc_onnx.api import convert
+from tests.cli_runner import run_cli
+from tests.pipeline import models
+
+TOL = 1e-4
+
+
+def source_outputs(path, feeds: dict) -> dict:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds)))
+
+
+def random_feeds(path, batch: int | None = None, seed: int = 3) -> dict:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in onnx.load(str(path)).graph.input:
+        dims = [batch if d.dim_param else d.dim_value for d in i.type.tensor_type.shape.dim]
+        feeds[i.name] = rng.standard_normal(dims).astype(np.float32)
+    return feeds
+
+
+def assert_pipeline_matches_source(folder, source, batch: int | None = None) -> None:
+    """The saved pipeline, run on random inputs permuted as the manifest says, computes the
+    source's outputs (onnxruntime on the source file)."""
+    loaded = pipelines.load(folder)
+    feeds = random_feeds(source, batch)
+    expected = source_outputs(source, feeds)
+    ins = {e.name: e for e in loaded.manifest.inputs}
+    got = loaded.run({n: np.ascontiguousarray(x.transpose(ins[n].permutation))
+                      if ins[n].permutation else x for n, x in feeds.items()})
+    assert [e.name for e in loaded.manifest.outputs] == list(expected)
+    for e in loaded.manifest.outputs:
+        have = got[e.name]
+        if e.permutation:
+            have = have.transpose(np.argsort(e.permutation))
+        want = expected[e.name]
+        assert have.shape == want.shape
+        np.testing.assert_allclose(have, want, rtol=TOL, atol=TOL * np.abs(want).max(),
+                                   err_msg=e.name)
+
+
+def split_cli(tmp_path, build, *extra):
+    source = build(tmp_path / "model.onnx")
+    out = tmp_path / "model_split"
+    result = run_cli("convert", source, "--split", "-o", out, *extra)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "pipeline.json").read_text())
+    checked = run_cli("check", out)
+    assert checked.exit_code == 0, checked.output
+    assert "valid pipeline" in checked.stdout
+    return source, out, manifest, result
+
+
+def kinds(manifest) -> list[str]:
+    return [s["kind"] for s in manifest["segments"]]
+
+
+# -- the model families -------------------------------------------------------------------------
+
+
+def test_l2_normalised_embedder_splits_into_a_dialect_body_and_a_standard_tail(tmp_path):
+    source, out, manifest, result = split_cli(tmp_path, models.l2_embedder, "--verify",
+                                              "--layers")
+    assert kinds(manifest) == ["dialect", "onnx"]
+    assert manifest["inputs"][0]["permutation"] == [0, 2, 3, 1]
+    assert manifest["inputs"][0]["shape"] == [models.N, models.H, models.W, models.C]
+    assert "verification: MATCH" in result.stdout
+    assert "2 segment(s) (1 dialect, 1 standard ONNX), 100.0% of" in result.stdout
+    # the standard segment is the source's own nodes (the refused ReduceL2 and Div among them)
+    tail = onnx.load(str(out / manifest["segments"][1]["file"]))
+    assert {"ReduceL2", "Div"} <= {n.op_type for n in tail.graph.node}
+    assert not any(n.domain == "nhwc" for n in tail.graph.node)
+    assert_pipeline_matches_source(out, source)
+
+
+@pytest.mark.parametrize("build", [models.vit_block, models.convnext_block],
+                         ids=["vit", "convnext"])
+def test_transformer_style_blocks_alternate_dialect_and_standard_segments(tmp_path, build):
+    source, out, manifest, _ = split_cli(tmp_path, build)
+    assert kinds(manifest) == ["dialect", "onnx", "dialect"]
+    standard = onnx.load(str(out / manifest["segments"][1]["file"]))
+    assert {"LayerNormalization", "Erf"} <= {n.op_type for n in standard.graph.node}
+    assert_pipeline_matches_source(out, source)
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "GRU"])
+def test_recurrent_layer_after_a_conv_front_runs_standard(tmp_path, cell):
+    source, out, manifest, _ = split_cli(tmp_path, lambda p: models.conv_lstm(p, cell))
+    assert kinds(manifest) == ["dialect", "onnx"]
+    standard = onnx.load(str(out / manifest["segments"][1]["file"]))
+    assert cell in {n.op_type for n in standard.graph.node}
+    # the conv front's output reaches the standard segment through a Transpose back to NCHW
+    assert standard.graph.node[0].op_type == "Transpose"
+    assert_pipeline_matches_source(out, source)
+
+
+def test_log_mel_front_stays_standard_with_its_expressible_ops(tmp_path):
+    source, out, manifest, result = split_cli(tmp_path, models.log_mel_cnn)
+    assert kinds(manifest) == ["onnx", "dialect"]
+    # Pow and the Transpose before the refused Log move no MACs: they stay standard, said so
+    assert manifest["inputs"][0]["permutation"] is None
+    assert any("Pow x1" in n for n in manifest["notes"])
+    assert "note:" in result.stdout
+    assert_pipeline_matches_source(out, source)
+
+
+def test_lrn_net_alternates_five_segments(tmp_path):
+    source, out, manifest, _ = split_cli(tmp_path, models.lrn_net)
+    assert kinds(manifest) == ["dialect", "onnx", "dialect", "onnx", "dialect"]
+    assert_pipeline_matches_source(out, source)
+
+
+def test_symbolic_batch_split_runs_at_batch_1_and_3(tmp_path):
+    source, out, manifest, _ = split_cli(tmp_path, lambda p: models.l2_embedder(p, "batch"))
+    assert kinds(manifest) == ["dialect", "onnx"]
+    assert manifest["inputs"][0]["shape"] == ["batch", models.H, models.W, models.C]
+    assert isinstance(manifest["segments"][0]["outputs"][0]["shape"][0], str)
+    for batch in (1, 3):
+        assert_pipeline_matches_source(out, source, batch)
+    verified = run_cli("verify", source, out)
+    assert verified.exit_code == 0, verified.output
+    assert "the symbolic batch at 1 and 3" in verified.stdout
+
+
+def test_model_that_converts_whole_is_one_dialect_segment_with_plain_convert_bytes(tmp_path):
+    source, out, manifest, _ = split_cli(tmp_path, models.whole_net)
+    assert kinds(manifest) == ["dialect"]
+    plain = tmp_path / "plain.onnx"
+    assert run_cli("convert", source, "-o", plain).exit_code == 0
+    assert (out / manifest["segments"][0]["file"]).read_bytes() == plain.read_bytes()
+    assert_pipeline_matches_source(out, source)
+
+
+def test_every_family_splits_and_matches(tmp_path):
+    """The count of the families above that split and match: all seven."""
+    builds = [models.l2_embedder, models.vit_block, models.convnext_block, models.conv_lstm,
+              models.log_mel_cnn, models.lrn_net, models.whole_net]
+    matched = 0
+    for i, build in enumerate(builds):
+        source = build(tmp_path / f"m{i}.onnx")
+        pipeline = convert(source, tmp_path / f"m{i}", split=True)
+        assert pipeline.verify(source).ok
+        matched += 1
+    assert matched == 7
+
+
+# -- the commands on a pipeline -----------------------------------------------------------------
+
+
+def test_run_info_verify_and_lower_take_the_pipeline_folder(tmp_path):
+    source, out, _manifest, _ = split_cli(tmp_path, models.lrn_net)
+    feeds = random_feeds(source)
+    x = feeds["input"].transpose(0, 2, 3, 1)
+    np.save(tmp_path / "x.npy", np.ascontiguousarray(x))
+    ran = run_cli("run", out, "--input", f"input={tmp_path / 'x.npy'}", "--output-dir",
+                  tmp_path / "outs")
+    assert ran.exit_code == 0, ran.output
+    want = source_outputs(source, feeds)["prob"]
+    np.testing.assert_allclose(np.load(tmp_path / "outs" / "prob.npy"), want, rtol=TOL,
+                               atol=TOL)
+    info = run_cli("info", out)
+    assert info.exit_code == 0, info.output
+    assert "5 segment(s) (3 dialect, 2 standard ONNX)" in info.stdout
+    assert info.stdout.count("  segment ") == 5
+    verified = run_cli("verify", source, out / "pipeline.json", "--layers")
+    assert verified.exit_code == 0, verified.output
+    assert "layers: 4 tensors both models compute, all within tolerance" in verified.stdout
+    lowered = tmp_path / "whole.onnx"
+    low = run_cli("lower", out, "-o", lowered)
+    assert low.exit_code == 0, low.output
+    session = ort.InferenceSession(str(lowered), providers=["CPUExecutionProvider"])
+    (got,) = session.run(["prob"], {"input": np.ascontiguousarray(x)})
+    np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
+
+
+def test_python_api_split_returns_a_pipeline_that_saves_runs_and_verifies(tmp_path):
+    source = models.l2_embedder(tmp_path / "m.onnx")
+    pipeline = convert(source, split=True)
+    assert [s.kind for s in pipeline.segments] == ["dialect", "onnx"]
+    report = pipeline.verify(source, layers=True)
+    assert report.ok and len(report.layers) == 1
+    feeds = random_feeds(source)
+    got = pipeline.run({"input": np.ascontiguousarray(feeds["input"].transpose(0, 2, 3, 1))})
+    np.testing.assert_allclose(got["embedding"], source_outputs(source, feeds)["embedding"],
+                               rtol=TOL, atol=TOL)
+    folder = pipeline.save(tmp_path / "saved")
+    assert sorted(p.name for p in folder.iterdir()) == ["00_dialect.onnx", "01_onnx.onnx",
+                                                        "pipeline.json"]
+    costs = pipeline.costs()
+    assert costs["dialect_mac_share"] == 1.0 and costs["macs"] > 0
+    assert costs["bytes_between_segments_per_sample"] == 7 * 4  # the 7-float embedding
+
+
+# -- writing: all or nothing, never a foreign file -----------------------------------------------
+
+
+def test_failed_verification_writes_no_pipeline(tmp_path):
+    source = models.lrn_net(tmp_path / "m.onnx")
+    out = tmp_path / "out"
+    result = run_cli("convert", source, "--split", "-o", out, "--verify", "--atol", "0",
+                     "--rtol", "0")
+    assert result.exit_code == 3, result.output
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]  # no temp folder left
+
+
+def test_split_never_replaces_a_folder_that_is_not_a_pipeline(tmp_path):
+    source = models.l2_embedder(tmp_path / "m.onnx")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    result = run_cli("convert", source, "--split", "-o", out)
+    assert result.exit_code == 1, result.output
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "out"]
+
+
+def test_split_replaces_its_own_earlier_pipeline(tmp_path):
+    first = models.lrn_net(tmp_path / "a.onnx")
+    second = models.l2_embedder(tmp_path / "b.onnx")
+    out = tmp_path / "out"
+    assert run_cli("convert", first, "--split", "-o", out).exit_code == 0
+    assert len(list(out.iterdir())) == 6
+    assert run_cli("convert", second, "--split", "-o", out).exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["00_dialect.onnx", "01_onnx.onnx",
+                                                     "pipeline.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.onnx", "b.onnx", "out"]
+
+
+def test_split_with_several_sources_is_a_usage_error(tmp_path):
+    source = models.l2_embedder(tmp_path / "m.onnx")
+    result = run_cli("convert", source, source, "--split", "--output-dir", tmp_path / "o")
+    assert result.exit_code == 2
+    assert not (tmp_path / "o").exists()
