@@ -280,7 +280,9 @@ def _split_onnx(source, options: ConvertOptions, refusal: UnsupportedOpError,
         [entry(part.source, t, layouts.get(t), options) for t in part.source.inputs
          if any(t in s.inputs for s in part.segments)],
         [entry(part.source, t, layouts.get(t), options) for t in part.source.outputs],
-        segments, {"source": os.path.basename(str(source)), "notes": list(part.notes)})
+        segments, {"source": os.path.basename(str(source)), "notes": list(part.notes),
+                   **({"source_names": {new: old for old, new in options.rename.items()}}
+                      if options.rename else {})})
     problems = manifest.problems()
     if problems:  # a partition that does not run is a bug here, never a model to write
         raise AssertionError("the split's manifest is inconsistent: " + "; ".join(problems))

@@ -211,19 +211,23 @@ def segment_options(source: OnnxSource, seg: Planned, options: ConvertOptions
     """The options that convert exactly this segment: its boundary as --inputs/--outputs,
     each input's shape (a symbolic batch as -1), the renames and preprocessing of its own
     graph inputs and outputs."""
-    shapes = {}
+    graph_inputs = set(source.inputs)
+    shapes = {k: v for k, v in options.input_shapes.items() if k in seg.inputs}
     for t in seg.inputs:
+        if t in graph_inputs:
+            continue  # read as the source declares it, with the user's shape and batch
         shape = source.shapes.get(t)
         if shape is None:
             raise InvalidModelError(f"tensor '{t}' has no known shape at a segment boundary")
         axes = source.batch_axes.get(t, set())
-        if axes - {0}:
+        if axes - {0} or (options.batch is not None and shape and shape[0] != options.batch):
+            # --batch sets axis 0 of every --inputs tensor: this one's axis 0 is no batch
             raise UnsupportedOpError([], "onnx", hint=f"'{t}' mixes the batch with other axes")
         shapes[t] = tuple(SYMBOLIC if (i == 0 and 0 in axes) else int(d)
                           for i, d in enumerate(shape))
     names = set(seg.inputs) | set(seg.outputs)
     return options.replace(
-        inputs=tuple(seg.inputs), outputs=tuple(seg.outputs), input_shapes=shapes, batch=None,
+        inputs=tuple(seg.inputs), outputs=tuple(seg.outputs), input_shapes=shapes,
         exact_cut=False, rename={k: v for k, v in options.rename.items() if k in names},
         keep_layout=tuple(n for n in options.keep_layout if n in names),
         mean={k: v for k, v in options.mean.items() if k in names or k == ""},
@@ -241,9 +245,16 @@ def _convert_segment(source: OnnxSource, seg: Planned, options: ConvertOptions,
             return UnsupportedOpError(
                 [_problem(source, i) for i in seg.nodes
                  if set(source.node_reads(i)) & set(seg.inputs)
-                 and any(source.batch_axes.get(t, set()) - {0} for t in source.node_reads(i)
-                         if t in seg.inputs)], "onnx")
+                 and any(_not_a_batch_boundary(source, t, options)
+                         for t in source.node_reads(i) if t in seg.inputs)], "onnx")
         return exc
+
+
+def _not_a_batch_boundary(source: OnnxSource, t: str, options: ConvertOptions) -> bool:
+    shape = source.shapes.get(t) or ()
+    return t not in source.inputs and bool(
+        source.batch_axes.get(t, set()) - {0}
+        or (options.batch is not None and shape and shape[0] != options.batch))
 
 
 def _problem(source: OnnxSource, i: int):

@@ -28,7 +28,8 @@ def verify_pipeline(source, pipeline, options: ConvertOptions, *, feeds=None,
     seed = options.seed if seed is None else seed
     fw = frameworks.get(options.framework) if options.framework else frameworks.detect(source)
     manifest = pipeline.manifest
-    back = {new: old for old, new in options.rename.items()}  # pipeline name -> source name
+    back = dict(manifest.extra.get("source_names") or {})  # pipeline name -> source name
+    back.update({new: old for old, new in options.rename.items()})
     shapes = {}
     for e in manifest.inputs:
         shape = list(e.shape)

@@ -4,6 +4,7 @@ command line (convert, check, run, verify, info, lower) and the Python API."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -16,6 +17,7 @@ from tests.cli_runner import run_cli
 from tests.pipeline import models
 
 TOL = 1e-4
+REPO = Path(__file__).resolve().parents[2]
 
 
 def source_outputs(path, feeds: dict) -> dict:
@@ -57,6 +59,7 @@ def assert_pipeline_matches_source(folder, source, batch: int | None = None) -> 
 
 
 def split_cli(tmp_path, build, *extra):
+    tmp_path.mkdir(exist_ok=True)
     source = build(tmp_path / "model.onnx")
     out = tmp_path / "model_split"
     result = run_cli("convert", source, "--split", "-o", out, *extra)
@@ -249,3 +252,54 @@ def test_split_with_several_sources_is_a_usage_error(tmp_path):
     result = run_cli("convert", source, source, "--split", "--output-dir", tmp_path / "o")
     assert result.exit_code == 2
     assert not (tmp_path / "o").exists()
+
+
+def test_written_manifests_follow_the_published_schema(tmp_path):
+    import jsonschema
+
+    schema = json.loads((REPO / "docs" / "pipeline-schema.json").read_text())
+    for build in (models.lrn_net, models.whole_net, lambda p: models.l2_embedder(p, "batch")):
+        _, _, manifest, _ = split_cli(tmp_path / build.__name__, build)
+        jsonschema.validate(manifest, schema)
+    broken = dict(manifest, segments=[dict(manifest["segments"][0], kind="npu")])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+def test_renamed_inputs_and_outputs_name_the_pipeline_and_verify_maps_them_back(tmp_path):
+    source, out, manifest, result = split_cli(
+        tmp_path, models.l2_embedder, "--rename", "input=image", "--rename",
+        "embedding=vector", "--verify")
+    assert "verification: MATCH" in result.stdout
+    assert kinds(manifest) == ["dialect", "onnx"]
+    assert [e["name"] for e in manifest["inputs"]] == ["image"]
+    assert [e["name"] for e in manifest["outputs"]] == ["vector"]
+    assert manifest["source_names"] == {"image": "input", "vector": "embedding"}
+    verified = run_cli("verify", source, out)
+    assert verified.exit_code == 0, verified.output
+
+
+def test_split_of_the_part_between_inputs_and_outputs(tmp_path):
+    # from the first LRN's output on: the cut's input is an internal tensor (NCHW in the
+    # source, fed NHWC to the dialect segment that reads it)
+    _, _, manifest, result = split_cli(
+        tmp_path, models.lrn_net, "--inputs", "norm1_out", "--input-shape",
+        f"norm1_out={models.N},8,{models.H},{models.W}", "--verify")
+    assert "verification: MATCH" in result.stdout
+    assert kinds(manifest) == ["dialect", "onnx", "dialect"]
+    assert manifest["inputs"][0]["name"] == "norm1_out"
+
+
+def test_preprocessing_of_an_input_a_standard_segment_reads_is_a_usage_error(tmp_path):
+    source = models.log_mel_cnn(tmp_path / "m.onnx")
+    result = run_cli("convert", source, "--split", "-o", tmp_path / "out", "--mean", "1")
+    assert result.exit_code == 2
+    assert "apply to dialect segments only" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_preprocessing_embedded_in_the_first_dialect_segment_verifies(tmp_path):
+    _, _, manifest, result = split_cli(tmp_path, models.l2_embedder, "--mean", "1,2,3",
+                                       "--std", "2,4,8", "--reverse-channels", "--verify")
+    assert "verification: MATCH" in result.stdout
+    assert kinds(manifest) == ["dialect", "onnx"]
