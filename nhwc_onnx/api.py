@@ -272,7 +272,21 @@ def _attach_exact_cut(exc: UnsupportedOpError, src: Path, options: ConvertOption
         cut = ExactCut([], 0, 0, [p.node for p in exc.problems],
                        f"computing it failed ({type(failure).__name__}: {failure})")
     exc.exact_cut = cut
-    exc.args = (f"{exc}\n{cut.line()}",)
+    split_line = _split_estimate(exc, src, options)
+    exc.args = (f"{exc}\n{split_line + chr(10) if split_line else ''}{cut.line()}",)
+
+
+def _split_estimate(exc: UnsupportedOpError, src: Path, options: ConvertOptions) -> str:
+    """How ``--split`` would cut a refused ONNX source, in one line ('' for other sources, or
+    when the source cannot be read for it)."""
+    if options.framework != "onnx":
+        return ""
+    from .pipeline.partition import estimate
+
+    try:
+        return estimate(str(src), options, exc)
+    except Exception:  # noqa: BLE001 - the refusal stays the error, whatever happens here
+        return ""
 
 
 def write_report(path: str | os.PathLike, report: ConversionReport, verification=None, *,
@@ -403,7 +417,8 @@ def info(path: str | os.PathLike, options: ConvertOptions | None = None, *,
     if not dialect:
         fw = frameworks.get(options.framework) if options.framework else frameworks.detect(p)
         described = describe_source(p, fw, options)  # the file is read (checked) first
-        return {"file": str(p), "format": fw.name, "bytes": _size(p, options), **described}
+        return {"file": str(p), "format": fw.name, "bytes": _size(p, options), **described,
+                **_source_costs(p, fw, options)}
     from .serialize import load
 
     model = load(p)
@@ -418,7 +433,34 @@ def info(path: str | os.PathLike, options: ConvertOptions | None = None, *,
         "ops": model.graph.op_counts(),
         "parameters": int(sum(int(v.const.size) for v in consts if v.const.dtype.kind == "f")),
         "metadata": dict(sorted(model.metadata.items())),
+        **_dialect_costs(model),
     }
+
+
+def _dialect_costs(model: Model) -> dict[str, Any]:
+    """``macs`` (multiply-accumulates per sample) and ``parameter_bytes`` of a dialect model."""
+    from .pipeline.cost import dialect_costs
+
+    macs, params = dialect_costs(model)
+    return {"macs": macs, "parameter_bytes": params}
+
+
+def _source_costs(path: Path, fw: frameworks.Framework, options: ConvertOptions
+                  ) -> dict[str, Any]:
+    """The same of an ONNX source (its Conv, ConvTranspose, Gemm, MatMul, LSTM, GRU and RNN
+    nodes); nothing for other sources, or when the shapes cannot be read."""
+    if fw.name != "onnx":
+        return {}
+    from .errors import NhwcOnnxError
+    from .pipeline.source import read_source
+
+    try:
+        source = read_source(str(path), options)
+    except (NhwcOnnxError, ValueError):
+        return {}
+    return {"macs": sum(source.macs(i) for i in range(len(source.order)))
+            // source.samples_per_run(),
+            "parameter_bytes": int(sum(a.nbytes for a in source.consts.values()))}
 
 
 def _size(path: Path, options: ConvertOptions) -> int:

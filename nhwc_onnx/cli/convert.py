@@ -303,6 +303,9 @@ def format_info(data: dict) -> str:
             shape = " x ".join("?" if d is None else str(d) for d in v["shape"] or []) or "?"
             lines.append(f"  {kind[:-1]:6} {v['name']}: {v['dtype'] or '?'} {shape}")
     lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
+    if data.get("macs") is not None:
+        lines.append(f"  cost: {data['macs']:,} MACs per sample, {data['parameter_bytes']:,} "
+                     "parameter bytes")
     embedded = json.loads(data["metadata"].get("preprocessing") or "{}")
     for name, step in sorted(embedded.items()) if isinstance(embedded, dict) else ():
         reverse = "channels reversed, " if step.get("reverse_channels") else ""

@@ -25,6 +25,7 @@ from ..errors import (
     UsageError,
 )
 from ..options import ConvertOptions
+from .cost import samples_per_run
 from .manifest import (
     DIALECT,
     MANIFEST,
@@ -150,17 +151,17 @@ def costs_of(manifest: Manifest) -> dict:
     return {"macs": total, "parameter_bytes": sum(s.parameter_bytes or 0
                                                   for s in manifest.segments),
             "dialect_mac_share": (dialect / total) if total else None,
-            "bytes_between_segments_per_sample": sum(_sample_bytes(e) for e in passed.values()),
+            "bytes_between_segments_per_sample": sum(_run_bytes(e) for e in passed.values())
+            // samples_per_run(manifest.inputs[0].shape if manifest.inputs else None),
             "segments_by_kind": {k: sum(1 for s in manifest.segments if s.kind == k)
                                  for k in (DIALECT, STANDARD)}}
 
 
-def _sample_bytes(e: Entry) -> int:
+def _run_bytes(e: Entry) -> int:
+    """Bytes of one tensor in a run (a symbolic batch at 1)."""
     import numpy as np
 
     dims = [1 if isinstance(d, str) else int(d) for d in e.shape]
-    if e.shape and not isinstance(e.shape[0], str) and e.shape[0]:
-        dims[0] = 1  # per sample: axis 0 is the batch (the fixed batch's sample)
     return int(np.prod(dims, dtype=np.int64)) * np.dtype(e.dtype).itemsize
 
 
@@ -273,7 +274,7 @@ def _split_onnx(source, options: ConvertOptions, refusal: UnsupportedOpError,
             model, inputs, outputs = standard_segment(part.source, seg, layouts, options,
                                                       f"segment_{k}")
             params = standard_costs(model)
-        macs = sum(part.source.macs(i) for i in seg.nodes)
+        macs = sum(part.source.macs(i) for i in seg.nodes) // part.source.samples_per_run()
         models[file] = model
         segments.append(SegmentEntry(file, seg.kind, inputs, outputs, macs, params))
     manifest = Manifest(

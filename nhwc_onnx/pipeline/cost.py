@@ -1,5 +1,6 @@
-"""What a model or a segment costs: multiply-accumulates per sample (a symbolic batch at 1)
-and the bytes of its parameters."""
+"""What a model or a segment costs: multiply-accumulates per sample and the bytes of its
+parameters. A sample: a run at batch 1 where the batch is symbolic, else a run divided by
+axis 0 of the first graph input (the batch)."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,7 +40,15 @@ def dialect_costs(model) -> tuple[int, int]:
         else:
             macs += size * int(ins[0][-1]) if ins[0] else 0
     params = int(sum(v.const.nbytes for v in model.graph.constants()))
-    return macs, params
+    first = model.graph.inputs[0].shape if model.graph.inputs else None
+    return macs // samples_per_run(first), params
+
+
+def samples_per_run(shape) -> int:
+    """Axis 0 of the first graph input when fixed (the batch), else 1."""
+    if shape and isinstance(shape[0], int) and shape[0] > 0:
+        return int(shape[0])
+    return 1
 
 
 def standard_costs(proto) -> int:

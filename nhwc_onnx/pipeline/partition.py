@@ -189,6 +189,35 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
 ISLAND = "island"  # a note's placeholder: an island kept standard (said once, in the end)
 
 
+def estimate(source_path: str, options: ConvertOptions, refusal: UnsupportedOpError) -> str:
+    """One line: how ``--split`` would cut this refused source, from the refusals alone (no
+    segment is converted, so a segment may still give up nodes): segments by kind and the
+    share of MACs in dialect segments."""
+    from ..cut import locate
+    from ..frontends.topology import SourceGraph, SourceNode
+
+    source = read_source(source_path, options)
+    graph = SourceGraph([SourceNode(source.names[i], n.op_type, source.node_reads(i),
+                                    [o for o in n.output if o])
+                         for i, n in enumerate(source.order)], list(source.inputs),
+                        list(source.outputs))
+    found, blocked, _ = locate(graph, [p.node for p in refusal.problems])
+    index = {name: i for i, name in enumerate(source.names)}
+    standard = {index[n] for n in found} | {source.producer[t] for t in blocked
+                                            if t in source.producer}
+    for _ in range(len(source.order) + 1):
+        segments = schedule(source, standard)
+        if not _merge_islands(source, segments, standard, [], set()):
+            break
+    macs = [sum(source.macs(i) for i in seg.nodes) for seg in segments]
+    dialect = sum(m for m, seg in zip(macs, segments) if seg.kind == DIALECT)
+    count = sum(1 for seg in segments if seg.kind == DIALECT)
+    share = f"{100 * dialect / sum(macs):.1f}% of MACs" if sum(macs) else "no MACs"
+    return (f"with --split (estimated from these refusals): {len(segments)} segment(s) "
+            f"({count} dialect, {len(segments) - count} standard ONNX), {share} in dialect "
+            "segments")
+
+
 def _merge_islands(source: OnnxSource, segments: list[Planned], standard: set[int],
                    notes: list[str], kept_standard: set[int]) -> bool:
     """Label standard every dialect segment without a weight product, when there is a

@@ -57,6 +57,13 @@ class OnnxSource:
         axes = self.batch_axes.get(tensor, set())
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
 
+    def samples_per_run(self) -> int:
+        """Axis 0 of the first graph input when fixed (the batch), else 1."""
+        from .cost import samples_per_run
+
+        return samples_per_run(self.sample_shape(self.inputs[0]) if self.inputs else None) \
+            if not (self.inputs and self.batch_axes.get(self.inputs[0])) else 1
+
     def _recurrent_macs(self, node) -> int:
         return _recurrent(self, node)
 

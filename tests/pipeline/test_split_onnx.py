@@ -303,3 +303,40 @@ def test_preprocessing_embedded_in_the_first_dialect_segment_verifies(tmp_path):
                                        "--std", "2,4,8", "--reverse-channels", "--verify")
     assert "verification: MATCH" in result.stdout
     assert kinds(manifest) == ["dialect", "onnx"]
+
+
+# -- cost in the open ---------------------------------------------------------------------------
+
+# models.l2_embedder per sample, counted by hand: conv1 3x3 3->8 on 11x9 (8*99*27), conv2 3x3
+# 8->12 stride 2 to 6x5 (12*30*72), the 12->7 head (84)
+L2_EMBEDDER_MACS = 8 * 99 * 27 + 12 * 30 * 72 + 84
+
+
+def test_info_gives_macs_per_sample_of_source_dialect_model_and_pipeline(tmp_path):
+    source, out, manifest, _ = split_cli(tmp_path, models.l2_embedder)
+    line = f"cost: {L2_EMBEDDER_MACS:,} MACs per sample"
+    assert line in run_cli("info", source).stdout
+    assert line in run_cli("info", out / manifest["segments"][0]["file"]).stdout
+    assert f"100.0% of {L2_EMBEDDER_MACS:,} MACs in dialect segments, 28 bytes passed" in \
+        run_cli("info", out).stdout
+    assert [s["macs"] for s in manifest["segments"]] == [L2_EMBEDDER_MACS, 0]
+
+
+def test_symbolic_batch_costs_are_per_sample_too(tmp_path):
+    _, out, manifest, _ = split_cli(tmp_path, lambda p: models.l2_embedder(p, "batch"))
+    assert [s["macs"] for s in manifest["segments"]] == [L2_EMBEDDER_MACS, 0]
+    assert "28 bytes passed between segments per sample" in run_cli("info", out).stdout
+
+
+@pytest.mark.parametrize(("build", "segments"), [
+    (models.l2_embedder, "2 segment(s) (1 dialect, 1 standard ONNX), 100.0% of MACs"),
+    (models.lrn_net, "5 segment(s) (3 dialect, 2 standard ONNX), 100.0% of MACs"),
+    (models.log_mel_cnn, "2 segment(s) (1 dialect, 1 standard ONNX), 93.6% of MACs")])
+def test_refusal_says_in_one_line_how_the_model_would_split(tmp_path, build, segments):
+    source = build(tmp_path / "m.onnx")
+    result = run_cli("convert", source, "-o", tmp_path / "m_nhwc.onnx")
+    assert result.exit_code == 1
+    lines = [x for x in result.stderr.splitlines() if x.startswith("with --split")]
+    assert lines == [(f"with --split (estimated from these refusals): {segments} in dialect "
+                     "segments")]
+    assert not (tmp_path / "m_nhwc.onnx").exists()
