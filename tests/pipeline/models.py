@@ -217,3 +217,15 @@ def whole_net(path: Path) -> Path:
     out = b.head(x, 8, 4)
     _rename_output(b, out, "logits")
     return b.save(path, [("input", [N, C, H, W])], [("logits", [N, 4])])
+
+
+def with_symbolic_batch(path: Path, symbol: str = "batch") -> Path:
+    """The model at ``path`` with axis 0 of its inputs and outputs named (dynamic_axes)."""
+    model = onnx.load(str(path))
+    for value in list(model.graph.input) + list(model.graph.output):
+        dim = value.type.tensor_type.shape.dim[0]
+        if dim.dim_value == N:
+            dim.ClearField("dim_value")
+            dim.dim_param = symbol
+    onnx.save(model, str(path))
+    return path

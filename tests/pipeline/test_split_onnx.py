@@ -340,3 +340,55 @@ def test_refusal_says_in_one_line_how_the_model_would_split(tmp_path, build, seg
     assert lines == [(f"with --split (estimated from these refusals): {segments} in dialect "
                      "segments")]
     assert not (tmp_path / "m_nhwc.onnx").exists()
+
+
+@pytest.mark.parametrize(("build", "expected"), [
+    (models.log_mel_cnn, ["onnx", "dialect"]),
+    (models.lrn_net, ["dialect", "onnx", "dialect", "onnx", "dialect"]),
+    (models.vit_block, ["dialect", "onnx", "dialect"]),
+    (models.convnext_block, ["dialect", "onnx", "dialect"])],
+    ids=["log_mel", "lrn", "vit", "convnext"])
+def test_symbolic_batch_families_run_at_batch_1_and_3(tmp_path, build, expected):
+    source, out, manifest, _ = split_cli(
+        tmp_path, lambda p: models.with_symbolic_batch(build(p)))
+    assert kinds(manifest) == expected
+    passed = [e for s in manifest["segments"] for e in s["inputs"]
+              if e["name"] != manifest["inputs"][0]["name"]]
+    assert passed and all(e["shape"][0] == "batch" or isinstance(e["shape"][0], str)
+                          for e in passed)
+    for batch in (1, 3):
+        assert_pipeline_matches_source(out, source, batch)
+
+
+def test_split_report_names_segments_costs_and_refused_nodes(tmp_path):
+    _, out, manifest, _ = split_cli(tmp_path, models.l2_embedder, "--report",
+                                    tmp_path / "report.json", "--verify")
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["status"] == "split"
+    assert report["output"] == str(out)
+    assert report["pipeline"] == manifest
+    # the Shape feeding the Expand is refused once it would be a dialect output (int64)
+    assert report["refused"] == ["normalize/div", "normalize/norm", "normalize/shape"]
+    assert report["macs"] == L2_EMBEDDER_MACS and report["dialect_mac_share"] == 1.0
+    assert report["segments_by_kind"] == {"dialect": 1, "onnx": 1}
+    assert report["verification"]["ok"] is True
+
+
+def test_interrupted_save_keeps_the_earlier_pipeline_and_leaves_no_temp_folder(
+        tmp_path, monkeypatch):
+    import nhwc_onnx.serialize
+
+    first = models.lrn_net(tmp_path / "a.onnx")
+    out = tmp_path / "out"
+    convert(first, out, split=True)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    pipeline = convert(models.l2_embedder(tmp_path / "b.onnx"), split=True)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(nhwc_onnx.serialize, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.save(out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.onnx", "b.onnx", "out"]
