@@ -17,13 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import (
-    InvalidModelError,
-    ModelLoadError,
-    OutputPathError,
-    UnsupportedOpError,
-    UsageError,
-)
+from ..errors import InvalidModelError, ModelLoadError, OutputPathError, UnsupportedOpError
 from ..options import ConvertOptions
 from .cost import samples_per_run
 from .manifest import (
@@ -53,6 +47,7 @@ class Pipeline:
     domain: str = "nhwc"
     weights_as_constants: bool = False
     folder: Path | None = None  # where it was saved or loaded from
+    sessions: dict = field(default_factory=dict, repr=False, compare=False)  # run.py's
 
     @property
     def segments(self) -> list[SegmentEntry]:
@@ -299,9 +294,3 @@ def split_summary(pipeline: Pipeline) -> str:
     return (f"{len(pipeline.segments)} segment(s) ({kinds[DIALECT]} dialect, {kinds[STANDARD]} "
             f"standard ONNX), {share}, {c['bytes_between_segments_per_sample']:,} bytes passed "
             "between segments per sample")
-
-
-def require_pipeline(path) -> Path:
-    if not is_pipeline(path):
-        raise UsageError(f"{path}: no pipeline.json there")
-    return manifest_path(path)

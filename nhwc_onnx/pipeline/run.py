@@ -65,7 +65,7 @@ class _Standard:
 
 
 def _session(pipeline, file: str, proto) -> _Standard:
-    sessions = pipeline.__dict__.setdefault("_sessions", {})
+    sessions = pipeline.sessions
     if file not in sessions:
         sessions[file] = _Standard(proto)
     return sessions[file]
