@@ -4,7 +4,7 @@
 
 For every ONNX model (``*/*.onnx``) whose plain conversion is refused: the split (segments by kind,
 share of MACs in dialect segments, bytes passed between segments per sample), the end-to-end
-verification against onnxruntime (1e-4), and the time of ``--split`` against the refused plain
+verification against onnxruntime (1e-4; a backend test's stored inputs when it has them), and the time of ``--split`` against the refused plain
 conversion. Prints a Markdown table and a summary.
 """
 from __future__ import annotations
@@ -21,6 +21,26 @@ sys.path.insert(0, str(REPO))
 from nhwc_onnx.api import convert
 from nhwc_onnx.errors import NhwcOnnxError, UnsupportedOpError
 from nhwc_onnx.options import ConvertOptions
+
+
+def stored_inputs(path: Path):
+    """The backend test's own inputs (``test_data_set_0/input_<i>.pb``, in graph input order)
+    when it has them: random values do not fit shape, index and axis inputs."""
+    import onnx
+    from onnx import numpy_helper
+
+    folder = path.parent / "test_data_set_0"
+    if not folder.is_dir():
+        return None
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {t.name for t in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    feeds = {}
+    for k, name in enumerate(names):
+        tensor = onnx.TensorProto()
+        tensor.ParseFromString((folder / f"input_{k}.pb").read_bytes())
+        feeds[name] = numpy_helper.to_array(tensor)
+    return feeds
 
 
 def main() -> int:
@@ -59,7 +79,7 @@ def main() -> int:
         kinds = c["segments_by_kind"]
         share = "-" if c["dialect_mac_share"] is None else f"{100 * c['dialect_mac_share']:.1f}%"
         try:
-            report = pipeline.verify(path)
+            report = pipeline.verify(path, feeds=stored_inputs(path))
             worst = max((x.max_abs_error for x in report.outputs), default=0.0)
             verdict = f"{'MATCH' if report.ok else 'MISMATCH'} ({worst:.1e})"
             counts["match"] += report.ok
