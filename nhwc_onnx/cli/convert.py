@@ -6,6 +6,7 @@ errors become exit codes in the group (``nhwc_onnx.cli``).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -103,6 +104,8 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         given = [o for o, on in (("--layers", layers), ("--samples", samples != 1),
                                  ("--html", html_path)) if on]
         raise UsageError(f"{', '.join(given)} describe(s) the verification: add --verify")
+    if output and not split and os.path.isdir(output):  # only --split writes a folder
+        raise click.BadParameter(f"'{output}' is a directory", param_hint="'-o' / '--output'")
     if split and (len(sources) > 1 or output_dir or bisect or html_path):
         raise UsageError("--split converts one source to the folder -o names (no --output-dir, "
                          "--bisect or --html)")
