@@ -103,3 +103,23 @@ def test_unreadable_manifest_exits_2(split):
     code, text = check(split)
     assert code == 2
     assert "not an nhwc-onnx pipeline" in text
+
+
+def test_segment_file_outside_the_folder_is_refused(split, tmp_path):
+    (tmp_path / "elsewhere.onnx").write_bytes((split / "00_dialect.onnx").read_bytes())
+
+    def escape(data):
+        data["segments"][0]["file"] = "../elsewhere.onnx"
+
+    edit(split, escape)
+    code, text = check(split)
+    assert code == 2
+    assert "segment 0: file must be a file name in the pipeline's folder" in text
+    assert run_cli("run", split, "--random").exit_code == 2
+
+
+def test_missing_segment_file_is_named(split):
+    (split / "03_onnx.onnx").unlink()
+    code, text = check(split)
+    assert code == 1
+    assert "segment 3 (03_onnx.onnx, onnx): " in text
