@@ -136,10 +136,16 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
         standard.intersection_update(i for i, live in enumerate(source.live) if live)
         return len(standard) > before
 
-    take(refusal.problems)
+    # Only the first refusals on each path: a node after a refused one was judged without the
+    # shapes its input has (an op ONNX's inference does not know leaves them open); the
+    # conversion of its segment judges it again and refuses it if it must.
+    found, _, _ = locate(graph, [p.node for p in refusal.problems])
+    after = _downstream(source, {index[n] for n in found})
+    take([p for p in refusal.problems if not _names_only(locate(graph, [p.node]), after, index)])
+    named_after = {index[n] for n in found} & after
     cache: dict[tuple, object] = {}
     notes: list[str] = []
-    islands: set[int] = set()  # expressible nodes kept standard: no MACs to move
+    islands: set[int] = set()  # nodes kept standard: no MACs to move
     for _round in range(MAX_ROUNDS * 4):
         segments = schedule(source, standard)
         if _merge_islands(source, segments, standard, notes, islands):
@@ -174,13 +180,16 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
             standard.update(moved)
             continue
         notes = [n for n in notes if n != ISLAND]
-        if islands:
+        # a node the first refusal named after an earlier one, left standard: refused too
+        refused_names.update(source.names[i] for i in named_after & standard)
+        kept = sorted((islands & standard) - named_after)
+        if kept:
             ops: dict[str, int] = {}
-            for i in sorted(islands):
+            for i in kept:
                 ops[source.order[i].op_type] = ops.get(source.order[i].op_type, 0) + 1
-            notes.append(f"{len(islands)} node(s) the dialect can express run in standard "
-                         f"segments ({', '.join(f'{op} x{n}' for op, n in sorted(ops.items()))}):"
-                         " as dialect segments of their own they would add segments without "
+            notes.append(f"{len(kept)} node(s) no conversion refused run in standard segments "
+                         f"({', '.join(f'{op} x{n}' for op, n in sorted(ops.items()))}): as "
+                         "dialect segments of their own they would add segments without "
                          "multiply-accumulate work")
         return Partition(source, segments, converted, notes, sorted(refused_names))
     raise InvalidModelError("the partition did not settle; please report this model")
@@ -216,6 +225,26 @@ def estimate(source_path: str, options: ConvertOptions, refusal: UnsupportedOpEr
     return (f"with --split (estimated from these refusals): {len(segments)} segment(s) "
             f"({count} dialect, {len(segments) - count} standard ONNX), {share} in dialect "
             "segments")
+
+
+def _downstream(source: OnnxSource, nodes: set[int]) -> set[int]:
+    """Nodes that read (through any path) an output of ``nodes``, not ``nodes`` themselves
+    unless one of them is after another."""
+    tainted: set[str] = set()
+    found: set[int] = set()
+    for i, node in enumerate(source.order):
+        if any(t in tainted for t in source.node_reads(i)):
+            found.add(i)
+            tainted.update(o for o in node.output if o)
+        elif i in nodes:
+            tainted.update(o for o in node.output if o)
+    return found
+
+
+def _names_only(located, after: set[int], index: dict[str, int]) -> bool:
+    """Whether a problem names nodes after an earlier refusal and nothing else."""
+    found, blocked, unknown = located
+    return bool(found) and not blocked and not unknown and all(index[n] in after for n in found)
 
 
 def _merge_islands(source: OnnxSource, segments: list[Planned], standard: set[int],

@@ -156,9 +156,15 @@ def read_source(path: str, options: ConvertOptions) -> OnnxSource:
             if probe is not None and source.symbol is None:
                 source.symbol = batch_symbol(dims, override, options.batch)
         folder = ShapeFolder(proto, consts, shapes, opset_versions(proto))
-        shapes_at[probe] = folder.shapes
+        shapes_at[probe] = dict(folder.shapes)
         source.dtypes = {**folder.dtypes, **{n: declared.get(n, ("float32",))[0] or "float32"
                                              for n in inputs}}
+        missing = [o for i, n in enumerate(order) if source.live[i] for o in n.output
+                   if o and o not in shapes_at[probe]]
+        if missing:  # an op ONNX's inference does not know (another domain): run it
+            found = _runtime_shapes(proto, shapes, source.dtypes, missing)
+            shapes_at[probe].update({t: shape for t, (shape, _) in found.items()})
+            source.dtypes.update({t: dtype for t, (_, dtype) in found.items()})
         if source.symbol is None:
             break  # a fixed batch: one reading
     first = next(iter(shapes_at.values()))
@@ -171,6 +177,34 @@ def read_source(path: str, options: ConvertOptions) -> OnnxSource:
                 source.batch_axes[name] = {i for i, (a, b) in enumerate(zip(shape, other))
                                            if a != b}
     return source
+
+
+def _runtime_shapes(proto, input_shapes: dict, dtypes: dict, tensors: list[str]) -> dict:
+    """tensor -> (shape, dtype) as onnxruntime computes them on zero inputs of
+    ``input_shapes``; empty when onnxruntime is missing or cannot run the source."""
+    try:
+        import onnx
+        import onnxruntime as ort
+    except ImportError:
+        return {}
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    known = {o.name for o in model.graph.output}
+    for t in tensors:
+        if t not in known:
+            model.graph.output.append(onnx.ValueInfoProto(name=t))
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        feeds = {name: np.zeros(shape, dtype=dtypes.get(name, "float32"))
+                 for name, shape in input_shapes.items()}
+        values = session.run(list(tensors), feeds)
+    except Exception:  # noqa: BLE001 - onnxruntime raises its own types; shapes stay unknown
+        return {}
+    return {t: (tuple(int(d) for d in v.shape), str(v.dtype)) for t, v in zip(tensors, values)}
 
 
 def _declared(info) -> tuple:

@@ -21,6 +21,7 @@ class Builder:
         self.rng = np.random.default_rng(seed)
         self.nodes, self.inits = [], []
         self.count = 0
+        self.opsets = []  # other domains the graph uses
 
     def weight(self, *shape, scale=None) -> str:
         scale = scale if scale is not None else 1.0 / np.sqrt(max(1, int(np.prod(shape[1:]))))
@@ -80,7 +81,8 @@ class Builder:
 
         graph = helper.make_graph(self.nodes, "model", [info(i) for i in inputs],
                                   [info(o) for o in outputs], self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                        *self.opsets])
         model.ir_version = ORT_IR_VERSION
         onnx.checker.check_model(model)
         onnx.save(model, str(path))
@@ -229,3 +231,16 @@ def with_symbolic_batch(path: Path, symbol: str = "batch") -> Path:
             dim.dim_param = symbol
     onnx.save(model, str(path))
     return path
+
+
+def contrib_gelu_net(path: Path) -> Path:
+    """Convs around onnxruntime's contrib op com.microsoft.Gelu (no converter here: another
+    domain), as onnxruntime's transformer optimizer writes it."""
+    b = Builder(8)
+    x = b.conv("input", C, 8, 3, "conv1")
+    g = b.op("Gelu", [x], "gelu", domain="com.microsoft")
+    y = b.conv(g, 8, 6, 3, "conv2")
+    out = b.head(y, 6, 4)
+    _rename_output(b, out, "logits")
+    b.opsets = [helper.make_opsetid("com.microsoft", 1)]
+    return b.save(path, [("input", [N, C, H, W])], [("logits", [N, 4])])

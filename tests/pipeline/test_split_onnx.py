@@ -403,3 +403,16 @@ def test_split_of_a_refused_caffe_net_is_refused_as_without_split(tmp_path):
     assert "cannot convert 1 node(s) exactly (Div x1)" in result.stderr
     assert "--split takes ONNX sources only so far, not caffe" in result.stderr
     assert not out.exists()
+
+
+def test_op_of_another_domain_runs_in_its_standard_segment(tmp_path):
+    source, out, manifest, _ = split_cli(tmp_path, models.contrib_gelu_net)
+    # conv2 after the Gelu is dialect although the whole conversion refused it (ONNX's shape
+    # inference cannot type the contrib op's output); the pooling after it is still refused
+    # by the ONNX frontend for the same reason, so five segments, not three
+    assert kinds(manifest) == ["dialect", "onnx", "dialect", "onnx", "dialect"]
+    standard = onnx.load(str(out / manifest["segments"][1]["file"]))
+    assert [(n.domain, n.op_type) for n in standard.graph.node
+            if n.op_type != "Transpose"] == [("com.microsoft", "Gelu")]
+    assert {"", "com.microsoft"} <= {o.domain for o in standard.opset_import}
+    assert_pipeline_matches_source(out, source)
