@@ -251,7 +251,7 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
 
         raise SystemExit(verify_pipeline(source, converted, options, feeds, atol, rtol,
                                          layers or bool(html_path), samples, fmt,
-                                         format_verification))
+                                         format_verification, html_path))
     report = api_verify(source, converted, options, feeds=feeds, atol=atol, rtol=rtol,
                         bisect=bisect, layers=layers or bool(html_path), samples=samples)
     if html_path:

@@ -150,12 +150,17 @@ def run_pipeline(settings: Settings, path: str, files: dict, random_inputs: bool
 
 
 def verify_pipeline(source: str, path: str, options, feeds, atol: float, rtol: float,
-                    layers: bool, samples: int, fmt: str, format_verification) -> int:
+                    layers: bool, samples: int, fmt: str, format_verification,
+                    html_path: str | None = None) -> int:
     from ..pipeline import load
 
     pipeline = load(path)
     report = pipeline.verify(source, options, feeds=feeds, atol=atol, rtol=rtol,
                              layers=layers, samples=samples)
+    if html_path:
+        from ..verification.html import write_html
+
+        write_html(Path(html_path), report)
     if fmt == "json":
         echo(json.dumps(report.to_dict(), indent=2))
     else:

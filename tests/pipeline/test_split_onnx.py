@@ -416,3 +416,28 @@ def test_op_of_another_domain_runs_in_its_standard_segment(tmp_path):
             if n.op_type != "Transpose"] == [("com.microsoft", "Gelu")]
     assert {"", "com.microsoft"} <= {o.domain for o in standard.opset_import}
     assert_pipeline_matches_source(out, source)
+
+
+def test_verify_html_and_run_intermediate_take_a_pipeline(tmp_path):
+    source, out, _, _ = split_cli(tmp_path, models.lrn_net)
+    page = tmp_path / "page.html"
+    verified = run_cli("verify", source, out, "--html", page)
+    assert verified.exit_code == 0, verified.output
+    text = page.read_text()
+    assert "MATCH" in text and "norm2_out" in text
+    ran = run_cli("run", out, "--random", "--intermediate", "norm1_out", "-o", tmp_path / "o")
+    assert ran.exit_code == 0, ran.output
+    # run's --random: seed 0, standard normal, in the pipeline's (NHWC) layout
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((models.N, models.H, models.W, models.C)).astype(np.float32)
+    want = source_outputs_with(source, {"input": x.transpose(0, 3, 1, 2)}, "norm1_out")
+    np.testing.assert_allclose(np.load(tmp_path / "o" / "norm1_out.npy"),
+                               want.transpose(0, 2, 3, 1), rtol=TOL, atol=TOL)
+
+
+def source_outputs_with(path, feeds: dict, tensor: str) -> np.ndarray:
+    """onnxruntime's value of an internal tensor of the source."""
+    model = onnx.load(str(path))
+    model.graph.output.append(onnx.ValueInfoProto(name=tensor))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run([tensor], feeds)[0]
