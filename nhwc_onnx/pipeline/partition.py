@@ -113,7 +113,7 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
     from ..cut import locate
     from ..frontends.topology import SourceGraph, SourceNode
 
-    source = read_source(source_path, options)
+    source = read_source(source_path, options, run_unknown=True)
     graph = SourceGraph([SourceNode(source.names[i], n.op_type, source.node_reads(i),
                                     [o for o in n.output if o])
                          for i, n in enumerate(source.order)], list(source.inputs),

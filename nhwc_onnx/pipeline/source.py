@@ -103,7 +103,11 @@ def _recurrent(source: OnnxSource, node) -> int:
     return int(x[0]) * int(x[1]) * int(w[0]) * int(w[1]) * (int(w[2]) + int(r[2]))
 
 
-def read_source(path: str, options: ConvertOptions) -> OnnxSource:
+def read_source(path: str, options: ConvertOptions, *, run_unknown: bool = False
+                ) -> OnnxSource:
+    """The source as the partition reads it. ``run_unknown``: shapes ONNX's inference cannot
+    give (an op of another domain) come from onnxruntime running the source on zeros (the
+    split needs them at its boundaries; ``info`` and the refusal's estimate do without)."""
     from onnx import numpy_helper
 
     from ..frontends.onnx.folding import ShapeFolder
@@ -161,7 +165,7 @@ def read_source(path: str, options: ConvertOptions) -> OnnxSource:
                                              for n in inputs}}
         missing = [o for i, n in enumerate(order) if source.live[i] for o in n.output
                    if o and o not in shapes_at[probe]]
-        if missing:  # an op ONNX's inference does not know (another domain): run it
+        if missing and run_unknown:  # an op ONNX's inference does not know: run it
             found = _runtime_shapes(proto, shapes, source.dtypes, missing)
             shapes_at[probe].update({t: shape for t, (shape, _) in found.items()})
             source.dtypes.update({t: dtype for t, (_, dtype) in found.items()})
