@@ -487,8 +487,8 @@ def _rename_subgraph_reads(attr, names: dict[str, str]) -> None:
 
 def check_split_options(source: OnnxSource, partition: Partition, options: ConvertOptions
                         ) -> None:
-    """Preprocessing, --keep-layout and --rename of a graph input or output a standard segment
-    reads or writes: the standard side would have to compute them (not done: a UsageError)."""
+    """--rename of a name the pipeline does not have, and preprocessing of a graph input a
+    standard segment reads (the standard side would have to compute it): a UsageError."""
     reads_standard = {t for seg in partition.segments if seg.kind == STANDARD
                       for t in seg.inputs + seg.outputs}
     unknown = [k for k in options.rename if k not in source.inputs + source.outputs]
@@ -498,11 +498,11 @@ def check_split_options(source: OnnxSource, partition: Partition, options: Conve
     pre = set(options.mean) | set(options.std) | set(options.reverse_channels)
     if "" in pre:
         pre |= set(source.inputs)
-    blocked = sorted((pre | set(options.keep_layout)) & reads_standard)
+    blocked = sorted(pre & reads_standard)  # --keep-layout: a standard segment keeps it anyway
     if blocked:
-        raise UsageError(f"{', '.join(map(repr, blocked))} is read or written by a standard "
-                         "segment of the split: --mean/--std/--reverse-channels/--keep-layout "
-                         "apply to dialect segments only")
+        raise UsageError(f"{', '.join(map(repr, blocked))} is read by a standard segment of "
+                         "the split: --mean, --std and --reverse-channels apply to inputs only "
+                         "dialect segments read")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -294,7 +294,7 @@ def test_preprocessing_of_an_input_a_standard_segment_reads_is_a_usage_error(tmp
     source = models.log_mel_cnn(tmp_path / "m.onnx")
     result = run_cli("convert", source, "--split", "-o", tmp_path / "out", "--mean", "1")
     assert result.exit_code == 2
-    assert "apply to dialect segments only" in result.stderr
+    assert "apply to inputs only dialect segments read" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -441,3 +441,16 @@ def source_outputs_with(path, feeds: dict, tensor: str) -> np.ndarray:
     model.graph.output.append(onnx.ValueInfoProto(name=tensor))
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run([tensor], feeds)[0]
+
+
+def test_kept_layout_input_is_read_by_a_standard_segment_not_a_transpose(tmp_path):
+    # the dialect cannot read an NCHW image without a layout Transpose: the conv that reads
+    # it runs standard, and the boundary after it is NHWC
+    source, out, manifest, result = split_cli(tmp_path, models.l2_embedder, "--keep-layout",
+                                              "input", "--verify")
+    assert "verification: MATCH" in result.stdout
+    assert kinds(manifest) == ["onnx", "dialect", "onnx"]
+    assert manifest["inputs"][0]["permutation"] is None
+    assert manifest["inputs"][0]["shape"] == [models.N, models.C, models.H, models.W]
+    assert manifest["segments"][1]["inputs"][0]["permutation"] == [0, 2, 3, 1]
+    assert_pipeline_matches_source(out, source)
