@@ -21,6 +21,7 @@ def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
     Exit 0 when all are valid, 1 when any is invalid, 2 when any cannot be read.
     """
     from ..check_report import check_file, expand_model_paths, no_match_result, summary, to_junit
+
     pipelines = [m for m in models if _is_pipeline(m)]
     if pipelines:
         from .pipeline import check_pipelines
