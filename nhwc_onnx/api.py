@@ -104,7 +104,8 @@ def info(path: str | os.PathLike, options: ConvertOptions | None = None, *,
     if not dialect:
         fw = frameworks.of(options, p)
         described = describe_source(p, fw, options)  # the file is read (checked) first
-        return {"file": str(p), "format": fw.name, "bytes": _size(p, options), **described}
+        return {"file": str(p), "format": fw.name, "bytes": _size(p, options), **described,
+                **_source_costs(p, fw, options)}
     from .serialize import load
 
     model = load(p)
@@ -119,7 +120,33 @@ def info(path: str | os.PathLike, options: ConvertOptions | None = None, *,
         "ops": model.graph.op_counts(),
         "parameters": int(sum(int(v.const.size) for v in consts if v.const.dtype.kind == "f")),
         "metadata": dict(sorted(model.metadata.items())),
+        **_dialect_costs(model),
     }
+
+
+def _dialect_costs(model: Model) -> dict[str, Any]:
+    """``macs`` (multiply-accumulates per sample) and ``parameter_bytes`` of a dialect model."""
+    from .pipeline.cost import dialect_costs
+
+    macs, params = dialect_costs(model)
+    return {"macs": macs, "parameter_bytes": params}
+
+
+def _source_costs(path: Path, fw: frameworks.Framework, options: ConvertOptions
+                  ) -> dict[str, Any]:
+    """The same of an ONNX source (its Conv, ConvTranspose, Gemm, MatMul, LSTM, GRU and RNN
+    nodes); nothing for other sources, or when the shapes cannot be read."""
+    if fw.name != "onnx":
+        return {}
+    from .pipeline.source import read_source
+
+    try:
+        source = read_source(str(path), options)
+    except Exception:  # noqa: BLE001 - info describes the model without its costs then
+        return {}
+    return {"macs": sum(source.macs(i) for i in range(len(source.order)))
+            // source.samples_per_run(),
+            "parameter_bytes": int(sum(a.nbytes for a in source.consts.values()))}
 
 
 def _size(path: Path, options: ConvertOptions) -> int:

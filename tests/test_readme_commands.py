@@ -110,6 +110,19 @@ def _classifier_onnx(folder: Path) -> None:
                       nhwc_onnx.ConvertOptions(rename={"probs": "scores"}))
 
 
+def _embedder(folder: Path) -> None:
+    """Convs, a linear head and F.normalize (ReduceL2, Div: refused), as PyTorch exports it."""
+    from tests.pipeline.models import l2_embedder
+
+    l2_embedder(folder / "embedder.onnx")
+
+
+def _embedder_split(folder: Path) -> None:
+    import nhwc_onnx
+
+    nhwc_onnx.convert(folder / "embedder.onnx", folder / "embedder", split=True)
+
+
 def _models_folder(folder: Path) -> None:
     (folder / "models").mkdir()
     shutil.copy(folder / "small.onnx", folder / "models" / "small.onnx")
@@ -125,6 +138,8 @@ BUILDERS: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "classifier.keras": (_classifier_keras, ()),
     "classifier.onnx": (_classifier_onnx, ("classifier.keras",)),
     "models": (_models_folder, ("small.onnx",)),
+    "embedder.onnx": (_embedder, ()),
+    "embedder": (_embedder_split, ("embedder.onnx",)),
 }
 
 
@@ -221,6 +236,13 @@ CASES: dict[str, Case] = {
     "nhwc-onnx convert examples/caffe/tiny_net.prototxt --weights random -o tiny_random.onnx "
     "--verify": Case(0, check=_written("tiny_random.onnx")),
     # the other commands
+    # split
+    "nhwc-onnx convert embedder.onnx --split -o embedder --verify":
+        Case(0, ("embedder.onnx",), check=_written("embedder/pipeline.json")),
+    "nhwc-onnx info embedder": Case(0, ("embedder",)),
+    "nhwc-onnx run embedder --random": Case(0, ("embedder",),
+                                            check=_written("embedder_outputs/embedding.npy")),
+    "nhwc-onnx verify embedder.onnx embedder": Case(0, ("embedder",)),
     "nhwc-onnx check examples/invalid/broken.onnx": Case(1),
     "nhwc-onnx info examples/onnx/small_nchw.onnx": Case(0),
     "nhwc-onnx lower small.onnx --output small_standard.onnx":

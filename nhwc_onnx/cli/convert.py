@@ -13,8 +13,8 @@ import click
 from ..errors import EXIT_OK, EXIT_VERIFY_FAILED, UnsupportedOpError, UsageError
 from .common import (
     AT_LEAST_ONE,
-    FILE,
     OUTPUT,
+    PathType,
     Settings,
     convert_options,
     echo,
@@ -35,7 +35,7 @@ from .common import (
           help="Source models: .pb, .pbtxt, .keras, .h5, a SavedModel folder, .prototxt or "
                ".onnx.")
 @click.option("-o", "--output", type=OUTPUT, metavar="FILE",
-              help="Output .onnx file (one source).")
+              help="Output .onnx file (one source; with --split the pipeline's folder).")
 @click.option("--output-dir", type=OUTPUT, metavar="DIR",
               help="Output folder (several sources: <dir>/<source name>.onnx).")
 @source_options
@@ -66,6 +66,9 @@ from .common import (
 @click.option("--no-cut", is_flag=True,
               help="On a refusal, only list the refused nodes: no exact cut (which costs up to "
                    "one more conversion of the convertible part).")
+@click.option("--split", is_flag=True,
+              help="A refused model becomes a pipeline folder (-o): dialect segments and "
+                   "standard ONNX segments for the refused nodes.")
 @click.option("--verify", "do_verify", is_flag=True,
               help="Run source and result on the same inputs and compare.")
 @click.option("--bisect", is_flag=True, help="With --verify: name the first diverging node.")
@@ -76,9 +79,10 @@ from .common import (
                    "of usable CPUs.")
 @click.pass_obj
 def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
-            output_dir: str | None, report_path: str | None, no_cut: bool, do_verify: bool,
-            bisect: bool, atol: float, rtol: float, input_files: tuple[str, ...], layers: bool,
-            samples: int, html_path: str | None, jobs: int, **params) -> None:
+            output_dir: str | None, report_path: str | None, no_cut: bool, split: bool,
+            do_verify: bool, bisect: bool, atol: float, rtol: float,
+            input_files: tuple[str, ...], layers: bool, samples: int, html_path: str | None,
+            jobs: int, **params) -> None:
     """Convert TensorFlow, Caffe or ONNX models to the NHWC dialect.
 
     Nothing is written when a model cannot be converted exactly. Exit codes: 0 ok,
@@ -99,6 +103,9 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         given = [o for o, on in (("--input", inputs), ("--layers", layers),
                                  ("--samples", samples != 1), ("--html", html_path)) if on]
         raise UsageError(f"{', '.join(given)} describe(s) the verification: add --verify")
+    if split and (len(sources) > 1 or output_dir or bisect or html_path):
+        raise UsageError("--split converts one source to the folder -o names (no --output-dir, "
+                         "--bisect or --html)")
     if len(sources) > 1 or output_dir:
         if output:
             raise UsageError("use --output-dir (not -o) with several sources")
@@ -114,6 +121,13 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
                                        do_verify, atol, rtol, report_path, layers, samples))
     if not output:
         raise UsageError("missing -o/--output")
+    if split:
+        from .pipeline import convert_split
+
+        raise SystemExit(convert_split(settings, sources[0], output, options, do_verify=do_verify,
+                                       atol=atol, rtol=rtol, layers=layers, samples=samples,
+                                       report_path=report_path,
+                                       format_verification=format_verification))
     from ..api import VerifyBeforeWrite, source_files, write_report
     from ..api import convert as api_convert
     from ..files.writes import all_or_nothing, plan_targets
@@ -208,7 +222,8 @@ def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int
 
 @click.command()
 @click.argument("source", help="The source model, as given to convert.")
-@click.argument("converted", type=FILE, help="The dialect model converted from SOURCE.")
+@click.argument("converted", type=PathType(),
+                help="The dialect model converted from SOURCE, or a pipeline (its folder).")
 @source_options
 @tolerance_options
 @click.option("--bisect", "--per-node", "bisect", is_flag=True,
@@ -234,6 +249,14 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
                      + [Path(converted)] + [Path(file) for _, file in inputs])
     feeds = {name: load_npy(file) for name, file in inputs} if inputs else None
     progress(settings, "running both models ...")
+    from ..pipeline import is_pipeline
+
+    if is_pipeline(converted):
+        from .pipeline import verify_pipeline
+
+        raise SystemExit(verify_pipeline(source, converted, options, feeds, atol, rtol,
+                                         layers or bool(html_path), samples, fmt,
+                                         format_verification, html_path))
     report = api_verify(source, converted, options, feeds=feeds, atol=atol, rtol=rtol,
                         bisect=bisect, layers=layers or bool(html_path), samples=samples)
     if html_path:
@@ -260,6 +283,12 @@ def info(file: str, framework: str | None, weights: str | None, fmt: str) -> Non
     """Inputs, outputs, op histogram, parameter count and size of any supported file."""
     from ..api import info as api_info
     from ..options import ConvertOptions
+    from ..pipeline import is_pipeline
+
+    if is_pipeline(file):
+        from .pipeline import info_pipeline
+
+        return info_pipeline(file, fmt)
 
     dialect = True if framework == "dialect" else None if framework is None else False
     options = ConvertOptions(framework=None if dialect else framework,
@@ -286,6 +315,9 @@ def format_info(data: dict) -> str:
             lines.append(f"  {kind[:-1]:6} {v['name']}: {v['dtype'] or '?'} {shape}")
     if data["nodes"] is not None:
         lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
+    if data.get("macs") is not None:
+        lines.append(f"  cost: {data['macs']:,} MACs per sample, {data['parameter_bytes']:,} "
+                     "parameter bytes")
     embedded = (read_preprocessing(data["metadata"].get(KEY_PREPROCESSING))
                 if data["format"] == "nhwc dialect" else {})  # a source's key is not ours
     for name, step in sorted(embedded.items()):

@@ -6,11 +6,12 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from .common import FILE, OUTPUT, Settings, echo, names_option
+from .common import OUTPUT, PathType, Settings, echo, names_option
 
 
 @click.command()
-@click.argument("model_path", metavar="MODEL", type=FILE, help="A dialect model (.onnx).")
+@click.argument("model_path", metavar="MODEL", type=PathType(),
+                help="A dialect model (.onnx), or a pipeline (its folder).")
 @names_option("--input", "-i", "feeds", metavar="NAME=FILE.npy",
               help="Feed a graph input from a .npy file (repeatable).")
 @click.option("--random", "random_inputs", is_flag=True,
@@ -37,6 +38,13 @@ def run(settings: Settings, model_path: str, feeds: tuple[str, ...], random_inpu
         if not sep or not name or not file:
             raise UsageError(f"expected NAME=FILE.npy, got {item!r}", param_hint="--input")
         files[name] = file
+    from ..pipeline import is_pipeline
+
+    if is_pipeline(model_path):
+        from .pipeline import run_pipeline
+
+        return run_pipeline(settings, model_path, files, random_inputs, seed, batch, output_dir,
+                            intermediate, summary_line)
     out_dir = Path(output_dir) if output_dir else Path(f"{Path(model_path).stem}_outputs")
     result = run_model(model_path, files, random_inputs=random_inputs, seed=seed,
                        batch=batch, intermediate=intermediate, output_dir=out_dir)

@@ -60,9 +60,14 @@ def convert(
     progress: Callable[[str], None] | None = None,
     before_write: Callable[[Model, ConversionReport], bool] | None = None,
     follow_symlinks: bool = True,
+    split: bool = False,
 ) -> ConversionResult:
     """Convert ``source`` to the dialect with ``options``; write ``output`` (atomically) when
     given.
+
+    With ``split`` a refused source becomes a ``nhwc_onnx.pipeline.Pipeline`` (returned):
+    dialect segments and standard ONNX segments for the refused nodes; ``output`` is then
+    the pipeline's folder and ``before_write(pipeline)`` is asked before it is written.
 
     Raises a subclass of NhwcOnnxError when the model cannot be converted exactly; nothing is
     written in that case. With ``options.exact_cut`` a refusal (UnsupportedOpError) carries the
@@ -74,6 +79,8 @@ def convert(
     to its target; with ``follow_symlinks=False`` (an output name derived by a batch) the link
     is replaced.
     """
+    if split:
+        return _convert_split(source, output, checked_options(options), before_write)
     job = _start(source, output, options, progress or (lambda _name: None), follow_symlinks)
     try:
         symbols = read(job)
@@ -92,6 +99,31 @@ def convert(
     _log().info("done: %.3f s in all", job.report.timings["total"])
     job.stage("done")
     return ConversionResult(job.model, job.report, str(job.output) if written else None)
+
+
+def _convert_split(source, output, options: ConvertOptions, before_write):
+    """``convert(..., split=True)``: the pipeline, its folder written when ``output`` is
+    given and ``before_write`` (if any) accepts it."""
+    from ..files.writes import plan_targets
+    from ..pipeline import MANIFEST
+    from ..pipeline import split as split_source
+
+    src = Path(path_argument(source, "source", "the path of a source model"))
+    fw = frameworks.of(options, src)
+    check_options_apply(fw, src, options)
+    inputs = source_files(src, options)
+    if output is not None:
+        output = Path(path_argument(output, "output", "the folder of the pipeline to write"))
+        plan_targets([("pipeline folder", output / MANIFEST)], inputs)
+
+    def convert_part(part_options: ConvertOptions):
+        result = convert(src, options=part_options.replace(framework=fw.name))
+        return result.model, result.report
+
+    pipeline = split_source(src, fw, options, convert_part)
+    if output is not None and (before_write is None or before_write(pipeline)):
+        pipeline.save(output, source_files=inputs)
+    return pipeline
 
 
 def _start(source, output, options, stage, follow_symlinks: bool) -> _Conversion:
@@ -273,7 +305,21 @@ def _attach_exact_cut(exc: UnsupportedOpError, src: Path, options: ConvertOption
         cut = ExactCut([], 0, 0, [p.node for p in exc.problems],
                        f"computing it failed ({type(failure).__name__}: {failure})")
     exc.exact_cut = cut
-    exc.args = (f"{exc}\n{cut.line()}",)
+    split_line = _split_estimate(exc, src, options)
+    exc.args = ("\n".join([str(exc), *([split_line] if split_line else []), cut.line()]),)
+
+
+def _split_estimate(exc: UnsupportedOpError, src: Path, options: ConvertOptions) -> str:
+    """How ``--split`` would cut a refused ONNX source, in one line ('' for other sources, or
+    when the source cannot be read for it)."""
+    if options.framework != "onnx":
+        return ""
+    from ..pipeline.partition import estimate
+
+    try:
+        return estimate(str(src), options, exc)
+    except Exception:  # noqa: BLE001 - the refusal stays the error, whatever happens here
+        return ""
 
 
 class VerifyBeforeWrite:

@@ -1,4 +1,4 @@
-"""The fuzzer's oracle for refusals: the ``ops`` table (``nhwc_onnx.op_support``) and, for each
+"""The fuzzer's oracle for refusals: the ``ops`` table (``nhwc_onnx.support.claims``) and, for each
 ``when`` claim the generators exercise, a predicate that decides the claim's condition on a
 generated node.
 
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nhwc_onnx.op_support import frontend_registry, support_of
-from nhwc_onnx.passes.op_table import ALWAYS, NEVER, WHEN
+from nhwc_onnx.support.claims import frontend_registry, support_of
+from nhwc_onnx.passes.to_dialect.op_table import ALWAYS, NEVER, WHEN
 
 
 @dataclass

@@ -11,7 +11,7 @@ import numpy as np
 
 from nhwc_onnx import convert
 from nhwc_onnx.errors import NhwcOnnxError, UnsupportedOpError
-from nhwc_onnx.op_support import NOTES
+from nhwc_onnx.support.claims import NOTES
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.runtime import run
 from nhwc_onnx.verification.compare import to_converted_layout, to_source_layout

@@ -141,7 +141,7 @@ def main(argv=None) -> int:
 
 
 def exercised_claims(tally: Counter, frontends) -> str:
-    from nhwc_onnx.op_support import source_op_support
+    from nhwc_onnx.support.claims import source_op_support
 
     lines = []
     for f in frontends:

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from nhwc_onnx.passes.op_table import WHEN
+from nhwc_onnx.passes.to_dialect.op_table import WHEN
 from tests.fuzz import claims
 from tests.fuzz.onnx_check import check_onnx_graph
 from tests.fuzz.onnx_graphs import onnx_graphs
