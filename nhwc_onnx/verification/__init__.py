@@ -112,8 +112,9 @@ def verify(
     Random inputs are seeded with ``seed`` (default ``options.seed``, which also seeds
     ``--weights random``, as the command line's one ``--seed`` does). ``feeds`` are in the
     source layout, keyed by the converted model's input names; they are the first of
-    ``samples`` inputs, the others random. ``layers`` compares every tensor both models
-    compute; ``bisect`` names the first one out of tolerance when an output is.
+    ``samples`` inputs, the others random (at the feeds' batch when it is symbolic).
+    ``layers`` compares every tensor both models compute; ``bisect`` names the first one out
+    of tolerance when an output is.
     """
     from ..runtime import run
 

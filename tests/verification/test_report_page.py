@@ -170,3 +170,23 @@ def test_readme_and_docs_layers_example_is_what_verify_prints(run_cli, tmp_path)
         assert len(shown) >= 5
         for line in shown:
             assert rough(line) in [rough(p) for p in printed], (doc, line)
+
+
+def test_tables_fit_the_page_width_however_long_a_name():
+    """A long unbroken tensor name may wrap anywhere inside its cell, so no table is wider
+    than the page (real models have names of 100+ characters)."""
+    import re
+
+    from nhwc_onnx.verification import VerificationReport
+    from nhwc_onnx.verification.compare import compare
+    from nhwc_onnx.verification.html import render_html
+
+    long_name = "backbone/" * 40 + "conv"
+    report = VerificationReport("model.onnx", "onnx", 1e-4, 1e-4, 0)
+    report.outputs = [compare(long_name, np.ones(3), np.ones(3))]
+    text = render_html(report)
+    style = text[text.index("<style>"):text.index("</style>")]
+    cells = re.search(r"th, td \{([^}]*)\}", style)
+    assert cells and "overflow-wrap: anywhere" in cells.group(1)
+    assert re.search(r"table \{[^}]*max-width: 100%", style)
+    assert long_name in Page(text).body

@@ -3,7 +3,8 @@ one: the last case inside converts and computes onnxruntime's numbers, the first
 is refused naming the node. A condition off by one (``<`` written ``<=``) fails here.
 
 Conditions without a boundary to step over (a weight computed at run time or not, an
-idiom or not) are held by the op-claim cases (``onnx_cases.py``).
+idiom or not) are held by the op-claim cases (``onnx_cases.py``). Conv and the pools convert a
+1-D map too (more than they claim, never less): only the rank above is a boundary.
 """
 from __future__ import annotations
 
@@ -70,6 +71,23 @@ def _mean(count: int):
     return _strict(one("Mean", names, shapes={n: (2, 3, 5, 7) for n in names}))
 
 
+def _pad_reflect(before_h: int):
+    """Reflect padding on H (5 rows): mirrored rows exist for at most 4."""
+    return one("Pad", ["x", "p"], {"p": np.array([0, 0, before_h, 0, 0, 0, 0, 6], np.int64)},
+               mode="reflect")
+
+
+def _conv(rank: int):
+    dims = (5, 7, 6)[:rank - 2]
+    return one("Conv", ["x", "w"], {"w": rand(4, 3, *(3,) * len(dims))},
+               shapes={"x": (2, 3, *dims)})
+
+
+def _average_pool(rank: int):
+    dims = (5, 7, 6)[:rank - 2]
+    return one("AveragePool", kernel_shape=[2] * len(dims), shapes={"x": (2, 3, *dims)})
+
+
 # the largest constant broadcast that may be materialised: C * 256 * 256 * 4 bytes
 _MAX_CHANNELS = MAX_MATERIALISED_BYTES // (256 * 256 * 4)
 
@@ -100,6 +118,17 @@ BOUNDARIES = {
     # Mean: "x * (1/n): exact for n a power of two, else refused by --strict"
     "Mean of 2 strict": ("Mean", _mean(2), True),
     "Mean of 3 strict": ("Mean", _mean(3), False),
+    # Pad: "reflect ... padding when no pad is negative and mirrored cells exist"
+    "Pad reflect 4 of 5 rows": ("Pad", _pad_reflect(4), True),
+    "Pad reflect 5 of 5 rows": ("Pad", _pad_reflect(5), False),
+    # Conv, AveragePool: "a 2-D convolution (pool) of a 4-D map"
+    "Conv rank 4": ("Conv", _conv(4), True),
+    "Conv rank 5": ("Conv", _conv(5), False),
+    "AveragePool rank 4": ("AveragePool", _average_pool(4), True),
+    "AveragePool rank 5": ("AveragePool", _average_pool(5), False),
+    # Softmax: "it normalises the last axis ... (after the NHWC layout)"
+    "Softmax channels": ("Softmax", one("Softmax", axis=1), True),
+    "Softmax width": ("Softmax", one("Softmax", axis=3), False),
     # Resize: "every axis grows by an integer factor"
     "Resize x2 H": ("Resize", _resize(2.0), True),
     "Resize x1.5 H": ("Resize", _resize(1.5), False),
@@ -117,10 +146,10 @@ def test_op_table_condition_at_its_boundary(tmp_path, case):
 
 
 def test_boundary_cases_straddle_each_condition():
-    """Each condition has a case inside and a case outside; 12 of the 28 convert."""
+    """Each condition has a case inside and a case outside; 16 of the 36 convert."""
     inside: dict[str, set[bool]] = {}
     for op, _, converts in BOUNDARIES.values():
         inside.setdefault(op, set()).add(converts)
     assert all(sides == {True, False} for sides in inside.values()), inside
-    assert sum(converts for _, _, converts in BOUNDARIES.values()) == 12
-    assert len(BOUNDARIES) == 28
+    assert sum(converts for _, _, converts in BOUNDARIES.values()) == 16
+    assert len(BOUNDARIES) == 36
