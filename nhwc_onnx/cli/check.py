@@ -1,11 +1,12 @@
 """``check``: validate dialect models, for people and for CI (JSON, JUnit XML)."""
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
-from ..errors import EXIT_INVALID, EXIT_UNREADABLE, UsageError
+from ..errors import EXIT_INVALID, EXIT_UNREADABLE
 from .common import Settings, echo
 
 
@@ -22,15 +23,18 @@ def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
     """
     from ..dialect.check import check_file, expand_model_paths, no_match_result, summary, to_junit
 
-    pipelines = [m for m in models if _is_pipeline(m)]
-    if pipelines:
-        from .pipeline import check_pipelines
+    files, unmatched = expand_model_paths([m for m in models if not _is_pipeline(m)])
+    pipelines = [m for m in models if _is_pipeline(m)] + _pipelines_in(models)
+    if pipelines:  # a pipeline is checked as one (its standard segments are no dialect models)
+        from ..pipeline.check import check_result
 
-        if len(pipelines) < len(models) or fmt == "junit":
-            raise UsageError("check takes pipelines alone (text or json), not mixed with models")
-        sys.exit(check_pipelines(pipelines, fmt, settings))
-    files, unmatched = expand_model_paths(models)
-    results = [check_file(path) for path in files] + [no_match_result(a) for a in unmatched]
+        inside = [os.path.realpath(p if os.path.isdir(p) else os.path.dirname(p))
+                  for p in pipelines]
+        files = [f for f in files
+                 if os.path.realpath(os.path.dirname(f)) not in inside]
+    results = [check_file(path) for path in files] + (
+        [check_result(p) for p in pipelines] if pipelines else []) + [
+        no_match_result(a) for a in unmatched]
     counts = summary(results)
     if fmt == "json":
         import json
@@ -51,10 +55,20 @@ def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
 def _is_pipeline(path: str) -> bool:
     """A pipeline's folder or its pipeline.json (told without importing the pipeline code,
     which a plain check never needs)."""
-    import os
-
     return (os.path.isdir(path) and os.path.isfile(os.path.join(path, "pipeline.json"))) or (
         os.path.basename(path) == "pipeline.json" and os.path.isfile(path))
+
+
+def _pipelines_in(models) -> list[str]:
+    """Pipeline folders below the folders given (not themselves pipelines)."""
+    found = []
+    for m in models:
+        if os.path.isdir(m) and not _is_pipeline(m):
+            for root, dirs, names in os.walk(m, followlinks=False):
+                dirs.sort()
+                if "pipeline.json" in names:
+                    found.append(root)
+    return found
 
 
 def _print_check_report(results: list[dict], counts: dict, settings: Settings) -> None:
@@ -63,11 +77,13 @@ def _print_check_report(results: list[dict], counts: dict, settings: Settings) -
             echo(f"Error: {r['path']}: {r['error']}" if r["status"] == "error"
                  else f"Error: {r['error']}", err=True)
         elif r["status"] == "invalid":
-            echo(f"{r['path']}: INVALID, {len(r['issues'])} problem(s)")
+            what = " pipeline" if r.get("kind") == "pipeline" else ""
+            echo(f"{r['path']}: INVALID{what}, {len(r['issues'])} problem(s)")
             for line in r["text"]:
                 echo(f"  {line}")
         elif settings.verbosity >= 0:
-            echo(f"{r['path']}: valid ({r['nodes']} nodes)")
+            what = " pipeline" if r.get("kind") == "pipeline" else ""
+            echo(f"{r['path']}: valid{what} ({r['nodes']} nodes)")
     if len(results) > 1 and settings.verbosity >= 0:
         errors = f", {counts['error']} internal error(s)" if counts.get("error") else ""
         echo(f"{len(results)} files: {counts['valid']} valid, {counts['invalid']} invalid, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, UsageError
+from ..errors import EXIT_OK, EXIT_VERIFY_FAILED, UsageError
 from .common import Settings, echo
 
 
@@ -84,34 +84,6 @@ def info_pipeline(path: str, fmt: str) -> None:
     lines.append(format_segments(data))
     lines += [f"  note: {n}" for n in data["notes"]]
     echo("\n".join(lines))
-
-
-def check_pipelines(paths, fmt: str, settings: Settings) -> int:
-    """``check`` of pipeline folders: each problem on its own line; the exit code."""
-    from ..errors import ModelLoadError
-    from ..pipeline.check import check_pipeline
-
-    results = []
-    for path in paths:
-        try:
-            results.append({"path": path, "problems": check_pipeline(path)})
-        except ModelLoadError as exc:
-            results.append({"path": path, "error": str(exc)})
-    if fmt == "json":
-        echo(json.dumps({"pipelines": results}, indent=2))
-    else:
-        for r in results:
-            if "error" in r:
-                echo(f"Error: {r['error']}", err=True)
-            elif r["problems"]:
-                echo(f"{r['path']}: INVALID pipeline, {len(r['problems'])} problem(s)")
-                for p in r["problems"]:
-                    echo(f"  {p}")
-            elif settings.verbosity >= 0:
-                echo(f"{r['path']}: valid pipeline")
-    if any("error" in r for r in results):
-        return 2
-    return EXIT_INVALID if any(r.get("problems") for r in results) else EXIT_OK
 
 
 def run_pipeline(settings: Settings, path: str, files: dict, random_inputs: bool, seed: int,

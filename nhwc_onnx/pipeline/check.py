@@ -6,7 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ModelLoadError
-from .manifest import DIALECT, STANDARD, Entry, manifest_path, read_manifest, same_shape
+from .manifest import (
+    DIALECT,
+    STANDARD,
+    Entry,
+    manifest_path,
+    read_manifest,
+    same_shape,
+)
 
 MAX_SEGMENT_BYTES = 1 << 31
 
@@ -108,4 +115,40 @@ def _from_value_info(v) -> tuple:
     return v.name, shape, dtype_from_onnx(tt.elem_type), None
 
 
-__all__ = ["DIALECT", "STANDARD", "check_pipeline", "load_segment", "segment_problems"]
+__all__ = ["DIALECT", "STANDARD", "check_pipeline", "check_result", "load_segment",
+           "segment_problems"]
+
+
+def check_result(path: str) -> dict:
+    """``check``'s result for a pipeline, in the form ``check_report.check_file`` gives a
+    model (so text, JSON and JUnit output take it alike): never raises."""
+    from ..errors import ModelLoadError, NhwcOnnxError
+
+    result = {"path": path, "kind": "pipeline", "status": "valid", "error": "", "nodes": 0,
+              "issues": []}
+    try:
+        problems = check_pipeline(path)
+        manifest = read_manifest(path)
+        folder = manifest_path(path).parent
+        for seg in manifest.segments:
+            try:
+                model = load_segment(folder / seg.file, seg.kind)
+            except ModelLoadError:
+                continue
+            graph = model.graph
+            result["nodes"] += len(graph.node) if hasattr(graph, "node") else len(graph)
+    except ModelLoadError as exc:
+        result.update(status="unreadable", error=str(exc))
+        return result
+    except NhwcOnnxError as exc:
+        result.update(status="error", error=str(exc))
+        return result
+    except Exception as exc:  # noqa: BLE001 - one pipeline's bug must not hide the others
+        result.update(status="error", error=f"internal error in nhwc-onnx ({type(exc).__name__}"
+                                            f": {exc}); rerun with --debug for the traceback")
+        return result
+    result.update(status="invalid" if problems else "valid", text=list(problems),
+                  issues=[{"node": "", "op": "", "rule": "pipeline", "message": p,
+                           "expected": None, "found": None} for p in problems])
+    return result
+

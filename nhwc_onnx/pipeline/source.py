@@ -43,9 +43,10 @@ class OnnxSource:
     symbol: str | None = None  # the symbolic batch's name
     producer: dict[str, int] = field(default_factory=dict)  # tensor -> node index
     live: list[bool] = field(default_factory=list)  # node depends on a graph input
+    read_by: list[list[str]] = field(default_factory=list)  # each node's ``reads``
 
     def node_reads(self, index: int) -> list[str]:
-        return reads(self.order[index])
+        return self.read_by[index]
 
     def sample_shape(self, tensor: str) -> tuple | None:
         """The tensor's shape for one sample: axes that follow a symbolic batch at 1."""
@@ -136,9 +137,10 @@ def read_source(path: str, options: ConvertOptions, *, run_unknown: bool = False
     order = list(reversed(keep))
     source = OnnxSource(proto, order, [naming[id(n)] for n in order], inputs, outputs, consts)
     source.producer = {o: i for i, n in enumerate(order) for o in n.output if o}
+    source.read_by = [reads(node) for node in order]
     live = set(inputs)
-    for node in order:
-        is_live = any(t in live for t in reads(node))
+    for i, node in enumerate(order):
+        is_live = any(t in live for t in source.read_by[i])
         source.live.append(is_live)
         if is_live:
             live.update(o for o in node.output if o)

@@ -4,6 +4,7 @@ it claims, entries that disagree with the files."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -32,7 +33,34 @@ def check(folder):
 
 
 def test_valid_pipeline_passes_check(split):
-    assert check(split) == (0, f"{split}: valid pipeline\n")
+    code, text = check(split)
+    assert code == 0
+    assert re.fullmatch(rf"{re.escape(str(split))}: valid pipeline \(\d+ nodes\)\n", text)
+
+
+def test_folder_holding_a_pipeline_and_a_model_checks_the_pipeline_as_one(split, tmp_path):
+    """CI's `check models/`: the pipeline's standard segments are no dialect models."""
+    import shutil
+
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    shutil.copytree(split, models_dir / "lrn")
+    shutil.copy(split / "00_dialect.onnx", models_dir / "alone.onnx")
+    result = run_cli("check", models_dir)
+    assert result.exit_code == 0, result.output
+    assert f"{models_dir / 'alone.onnx'}: valid (" in result.stdout
+    assert f"{models_dir / 'lrn'}: valid pipeline (" in result.stdout
+    assert "2 files: 2 valid, 0 invalid, 0 unreadable" in result.stdout
+    junit = run_cli("check", "--format", "junit", models_dir)
+    assert junit.exit_code == 0 and 'tests="2"' in junit.stdout
+
+    def relabel(data):
+        data["segments"][0]["kind"] = "onnx"
+
+    edit(models_dir / "lrn", relabel)
+    junit = run_cli("check", "--format", "junit", models_dir)
+    assert junit.exit_code == 1
+    assert 'failures="1"' in junit.stdout and "holds nhwc dialect ops" in junit.stdout
 
 
 def test_missing_tensor_is_named(split):
