@@ -116,8 +116,24 @@ def verify(
     ``layers`` compares every tensor both models compute; ``bisect`` names the first one out
     of tolerance when an output is.
     """
-    from ..runtime import run
+    _check_arguments(atol, rtol, samples, feeds)
+    options = options if options is not None else ConvertOptions()
+    seed = options.seed if seed is None else seed
+    fw = frameworks.of(options, source)
+    both = _SideBySide.prepare(source, converted, options, fw, feeds, seed, samples)
+    report = VerificationReport(str(source), fw.name, atol, rtol, seed, samples=samples)
+    report.batches = list(both.batches) if both.symbolic else []
+    report.summary = _summary(both.model, both.perms, both.parsed)
+    both.compare_outputs(report, atol, rtol)
+    if layers or (bisect and not report.ok):
+        both.compare_layers(report, layers, bisect, atol, rtol)
+    if raise_on_failure and not report.ok:
+        bad = ", ".join(c.name for c in report.outputs if not c.within)
+        raise VerificationError(f"outputs differ beyond tolerance: {bad}")
+    return report
 
+
+def _check_arguments(atol, rtol, samples, feeds) -> None:
     for name, value in (("atol", atol), ("rtol", rtol)):
         if not value >= 0:  # a negative or NaN tolerance would fail (or pass) everything
             raise UsageError(f"{value} is not a number >= 0", param_hint=name)
@@ -126,111 +142,138 @@ def verify(
     if feeds is not None and not isinstance(feeds, Mapping):
         raise TypeError(f"verify(feeds=...): expected a mapping NAME -> array, got "
                         f"{type(feeds).__name__}")
-    options = options if options is not None else ConvertOptions()
-    seed = options.seed if seed is None else seed
-    fw = frameworks.of(options, source)
-    if isinstance(converted, Model):
-        model = converted
-    else:
-        from ..serialize import load
 
-        model = load(converted)
-    perms = _io_permutations(model)
-    names = _source_names(model)
+
+class _SideBySide:
+    """The source and the converted model on the same inputs, stage by stage: ``prepare``
+    the inputs (per batch size compared), run the source and ours, compare the outputs, then
+    (``--layers``, ``--bisect``) every tensor both compute."""
+
+    def __init__(self, source, model: Model, parsed: Model | None, reference, perms, names,
+                 inputs: dict, batches: tuple, symbolic: bool, samples: int, fw):
+        self.source, self.model, self.parsed, self.reference = source, model, parsed, reference
+        self.perms, self.names, self.inputs = perms, names, inputs
+        self.batches, self.symbolic, self.samples, self.fw = batches, symbolic, samples, fw
+        self.out_names = [v.name for v in model.graph.outputs]
+        self.fetch: dict[str, str] = {}
+        for name in self.out_names:
+            found = reference.fetch_name(name, names.get(name, name))
+            if found is None:
+                raise ModelLoadError(f"the source '{source}' computes no tensor named "
+                                     f"'{names.get(name, name)}' (output '{name}')")
+            self.fetch[name] = found
+
+    @classmethod
+    def prepare(cls, source, converted, options: ConvertOptions, fw, feeds, seed: int,
+                samples: int) -> _SideBySide:
+        if isinstance(converted, Model):
+            model = converted
+        else:
+            from ..serialize import load
+
+            model = load(converted)
+        perms = _io_permutations(model)
+        names = _source_names(model)
+        shapes = _source_layout_shapes(model, perms)
+        parsed = None
+        if not isinstance(converted, Model):
+            from .pairing import check_pairing
+
+            parsed = check_pairing(source, fw, options, converted, model, shapes)
+        if feeds is not None:
+            missing = [n for n in shapes if n not in feeds]
+            if missing:
+                raise ModelLoadError(f"no value given for input(s) {', '.join(missing)}")
+        # A symbolic batch is compared at each of SYMBOLIC_BATCHES (given feeds fix their own)
+        symbolic = feeds is None and any(isinstance(shape[0], str)
+                                         for shape in shapes.values() if shape)
+        batches = SYMBOLIC_BATCHES if symbolic else (None,)
+        # given feeds fix the batch of the random samples after them too
+        fed_batch = next((int(np.shape(feeds[n])[0]) for n, shape in shapes.items()
+                          if shape and isinstance(shape[0], str) and np.ndim(feeds[n])),
+                         None) if feeds is not None else None
+        inputs = {batch: Samples({n: tuple((fed_batch if batch is None else batch)
+                                           if isinstance(d, str) else d for d in shape)
+                                  for n, shape in shapes.items()}, feeds, seed, samples)
+                  for batch in batches}
+        return cls(source, model, parsed, fw.reference(source, options), perms, names, inputs,
+                   batches, symbolic, samples, fw)
+
+    def source_feeds(self, batch: int | None, index: int) -> dict[str, np.ndarray]:
+        # what the source sees of the converted model's raw inputs (embedded preprocessing)
+        seen = preprocessed(self.model, self.inputs[batch].feeds(index), self.perms)
+        return {self.names.get(k, k): v for k, v in seen.items()}
+
+    def run_source(self, batch: int | None, index: int, fetches) -> dict[str, np.ndarray]:
+        return self.reference.run(self.source_feeds(batch, index), fetches)
+
+    def run_ours(self, batch: int | None, index: int, extra: list[str] = ()
+                 ) -> dict[str, np.ndarray]:
+        from ..runtime import run
+
+        return run(self.model, {n: to_converted_layout(x, self.perms.get(n))
+                                for n, x in self.inputs[batch].feeds(index).items()},
+                   extra_outputs=extra)
+
+    def compare_outputs(self, report: VerificationReport, atol: float, rtol: float) -> None:
+        """The worst comparison per output and batch size; a near-constant output warned."""
+        worst: dict[tuple[str, int | None], TensorComparison] = {}
+        # Per output, only its running spread over the samples (never every sample's arrays)
+        spreads = {name: Spread() for name in self.out_names}
+        for batch in self.batches:
+            for index in range(self.samples):
+                ours = self.run_ours(batch, index)
+                theirs = self.run_source(batch, index, [self.fetch[n] for n in self.out_names])
+                for name in self.out_names:
+                    actual = to_source_layout(ours[name], self.perms.get(name))
+                    c = compare(name, theirs[self.fetch[name]], actual, atol, rtol, batch=batch)
+                    c.sample = index
+                    worst[name, batch] = worse(worst.get((name, batch)), c)
+                    if batch == self.batches[0]:  # the spread over samples, at one batch size
+                        spreads[name].add(theirs[self.fetch[name]])
+                del ours, theirs
+        report.outputs = [worst[name, batch] for batch in self.batches
+                          for name in self.out_names]
+        for name in self.out_names:
+            spread = spreads.pop(name)
+            warning = spread.warning(name, atol + rtol * spread.scale)
+            if warning:
+                report.near_constant.append(name)
+                report.warnings.append(warning)
+
+    def compare_layers(self, report: VerificationReport, layers: bool, bisect: bool,
+                       atol: float, rtol: float) -> None:
+        from .tensors import shared_tensors
+
+        shared = shared_tensors(self.model, self.reference, self.names, self.perms,
+                                self.fw.source_layout)
+        # --layers: at the largest batch compared; bisect alone: where an output failed
+        failed = [c for c in report.outputs if not c.within]
+        at = failed[0].batch if failed and not layers else self.batches[-1]
+        # bisect alone compares the samples where an output failed, --layers all of them
+        chosen = range(self.samples) if layers else sorted({c.sample for c in failed
+                                                            if c.batch == at})
+        compared = compare_layers(
+            shared, chosen, lambda i, extra: self.run_ours(at, i, extra),
+            lambda i, fetches: self.run_source(at, i, fetches), atol, rtol)
+        if layers:
+            report.layers = compared.result()
+            report.skipped_layers = dict(compared.skipped)
+        if bisect and not report.ok:
+            report.first_divergence = first_divergence(compared.result())
+
+
+def _source_layout_shapes(model: Model, perms) -> dict[str, tuple]:
+    """Each input's shape as the source takes it (a symbolic batch stays a name)."""
     shapes = {}
     for v in model.graph.inputs:
         symbolic_batch = bool(v.shape) and isinstance(v.shape[0], str)
         if v.shape is None or not all(isinstance(d, int) for d in v.shape[symbolic_batch:]):
             raise ModelLoadError(f"input '{v.name}' has no static shape; pass --input-shape")
         perm = perms.get(v.name)  # axis 0 stays first (the batch)
-        shape = tuple(v.shape) if not perm else tuple(v.shape[i] for i in np.argsort(perm))
-        shapes[v.name] = shape
-    parsed = None
-    if not isinstance(converted, Model):
-        from .pairing import check_pairing
-
-        parsed = check_pairing(source, fw, options, converted, model, shapes)
-    if feeds is not None:
-        missing = [n for n in shapes if n not in feeds]
-        if missing:
-            raise ModelLoadError(f"no value given for input(s) {', '.join(missing)}")
-    # A symbolic batch is compared at each of SYMBOLIC_BATCHES (given feeds fix their own)
-    symbolic = feeds is None and any(isinstance(shape[0], str) for shape in shapes.values()
-                                     if shape)
-    batches = SYMBOLIC_BATCHES if symbolic else (None,)
-    # given feeds fix the batch of the random samples after them too
-    fed_batch = next((int(np.shape(feeds[n])[0]) for n, shape in shapes.items()
-                      if shape and isinstance(shape[0], str) and np.ndim(feeds[n])),
-                     None) if feeds is not None else None
-    inputs = {batch: Samples({n: tuple((fed_batch if batch is None else batch)
-                                       if isinstance(d, str) else d for d in shape)
-                              for n, shape in shapes.items()}, feeds, seed, samples)
-              for batch in batches}
-    reference = fw.reference(source, options)
-    out_names = [v.name for v in model.graph.outputs]
-    fetch = {}
-    for name in out_names:
-        fetch[name] = reference.fetch_name(name, names.get(name, name))
-        if fetch[name] is None:
-            raise ModelLoadError(f"the source '{source}' computes no tensor named "
-                                 f"'{names.get(name, name)}' (output '{name}')")
-
-    def source_feeds(batch: int | None, index: int) -> dict[str, np.ndarray]:
-        # what the source sees of the converted model's raw inputs (embedded preprocessing)
-        seen = preprocessed(model, inputs[batch].feeds(index), perms)
-        return {names.get(k, k): v for k, v in seen.items()}
-
-    def run_ours(batch: int | None, index: int, extra: list[str] = ()) -> dict[str, np.ndarray]:
-        return run(model, {n: to_converted_layout(x, perms.get(n))
-                           for n, x in inputs[batch].feeds(index).items()}, extra_outputs=extra)
-
-    report = VerificationReport(str(source), fw.name, atol, rtol, seed, samples=samples)
-    report.batches = list(batches) if symbolic else []
-    report.summary = _summary(model, perms, parsed)
-    worst: dict[tuple[str, int | None], TensorComparison] = {}
-    # Per output, only its running spread over the samples (never every sample's arrays)
-    spreads = {name: Spread() for name in out_names}
-    for batch in batches:
-        for index in range(samples):
-            ours = run_ours(batch, index)
-            theirs = reference.run(source_feeds(batch, index), [fetch[n] for n in out_names])
-            for name in out_names:
-                actual = to_source_layout(ours[name], perms.get(name))
-                c = compare(name, theirs[fetch[name]], actual, atol, rtol, batch=batch)
-                c.sample = index
-                worst[name, batch] = worse(worst.get((name, batch)), c)
-                if batch == batches[0]:  # the spread over samples, at one batch size
-                    spreads[name].add(theirs[fetch[name]])
-            del ours, theirs
-    report.outputs = [worst[name, batch] for batch in batches for name in out_names]
-    for name in out_names:
-        spread = spreads.pop(name)
-        warning = spread.warning(name, atol + rtol * spread.scale)
-        if warning:
-            report.near_constant.append(name)
-            report.warnings.append(warning)
-    if layers or (bisect and not report.ok):
-        from .tensors import shared_tensors
-
-        shared = shared_tensors(model, reference, names, perms, fw.source_layout)
-        # --layers: at the largest batch compared; bisect alone: where an output failed
-        failed = [c for c in report.outputs if not c.within]
-        at = failed[0].batch if failed and not layers else batches[-1]
-        # bisect alone compares the samples where an output failed, --layers all of them
-        chosen = range(samples) if layers else sorted({c.sample for c in failed
-                                                       if c.batch == at})
-        compared = compare_layers(
-            shared, chosen, lambda i, extra: run_ours(at, i, extra),
-            lambda i, fetches: reference.run(source_feeds(at, i), fetches), atol, rtol)
-        if layers:
-            report.layers = compared.result()
-            report.skipped_layers = dict(compared.skipped)
-        if bisect and not report.ok:
-            report.first_divergence = first_divergence(compared.result())
-    if raise_on_failure and not report.ok:
-        bad = ", ".join(c.name for c in report.outputs if not c.within)
-        raise VerificationError(f"outputs differ beyond tolerance: {bad}")
-    return report
+        shapes[v.name] = (tuple(v.shape) if not perm
+                          else tuple(v.shape[i] for i in np.argsort(perm)))
+    return shapes
 
 
 def preprocessed(model: Model, feeds: Mapping[str, np.ndarray], perms: Mapping[str, list[int]]
