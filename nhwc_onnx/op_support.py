@@ -181,7 +181,10 @@ def as_text(framework: str, entries: list[SourceOpSupport], summary: bool = True
     """The three groups with the counts and the notes first; without ``summary`` (named ops)
     one entry after the other, in the order given."""
     if not summary:
-        return "\n".join(line for e in entries for line in _lines(e, e.converts))
+        lines = [line for e in entries for line in _lines(e, e.converts)]
+        if any(e.converts != ALWAYS for e in entries):
+            lines.append(f"- {NOTES[0]}")  # a never op still folds on constant inputs
+        return "\n".join(lines)
     groups = grouped(entries)
     counts = ", ".join(f"{len(groups[g])} {g}" for g in GROUPS)
     lines = [f"{len(entries)} {frameworks.get(framework).package} op(s): {counts}"]

@@ -64,8 +64,9 @@ def test_ops_framework_with_names_shows_those_ops_or_refuses_unknown_ones(invoke
     named = invoke("ops", "--framework", "caffe", "ReLU6", "Convolution")
     assert named.exit_code == 0, named.output
     lines = named.stdout.splitlines()
-    assert [line.split()[0] for line in lines if not line.startswith(" ")] == [
+    assert [line.split()[0] for line in lines if not line.startswith((" ", "- "))] == [
         "ReLU6", "Convolution"]
+    assert lines[-1].startswith("- Claims are about nodes that compute on run-time data")
     assert lines[0].split()[1:] == ["never", "-"]
     assert lines[1] == "    why: Erf: no dialect op computes the error function"
     assert lines[2].split()[1:] == ["when", "AddBias,", "Conv,", "DepthwiseConv2d,", "Pad"]
@@ -307,7 +308,7 @@ def test_a_tensorflow_op_without_converter_is_never_and_a_non_op_a_usage_error(i
     einsum = invoke("ops", "--framework", "tf", "Einsum", "Mod")
     assert einsum.exit_code == 0, einsum.stderr
     assert [line.split()[:2] for line in einsum.stdout.splitlines()
-            if not line.startswith(" ")] == [["Einsum", "never"], ["Mod", "never"]]
+            if not line.startswith((" ", "- "))] == [["Einsum", "never"], ["Mod", "never"]]
     unknown = invoke("ops", "--framework", "tf", "Einsom")
     assert unknown.exit_code == 2 and unknown.stdout == ""
     assert "not tensorflow op(s): Einsom (did you mean Einsum?)" in unknown.stderr
