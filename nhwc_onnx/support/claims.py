@@ -95,9 +95,82 @@ def _labelled(source_op: str, op: str, text: str) -> str:
 
 
 def source_op_support(framework: str) -> list[SourceOpSupport]:
-    """Every source op of the framework, by name."""
+    """Every source op of the framework with a converter and, as never, the framework's ops
+    without one that the listing shows (every ONNX default-domain op; for TensorFlow the raw
+    ops models often hold), by name."""
     registry = frontend_registry(framework)
-    return [support_of(registry, name) for name in registry.names()]
+    found = [support_of(registry, name) for name in registry.names()]
+    found += [no_converter(framework, name) for name in _listed_without_converter(framework)
+              if name not in registry]
+    return sorted(found, key=lambda e: e.op)
+
+
+# Why a source op that has no converter has no exact form, where more can be said than that.
+_PER_SAMPLE_STATISTICS = ("it divides by a standard deviation computed from the data at run "
+                          "time: no dialect op divides by a tensor")
+NO_CONVERTER_REASONS = {
+    "LayerNormalization": _PER_SAMPLE_STATISTICS,
+    "InstanceNormalization": _PER_SAMPLE_STATISTICS,
+    "GroupNormalization": _PER_SAMPLE_STATISTICS,
+    "MeanVarianceNormalization": _PER_SAMPLE_STATISTICS,
+    "Mod": "a remainder needs rounding to integers, which no dialect op computes",
+    "Einsum": "no converter reads einsum equations (a product of two run-time tensors or a "
+              "contraction with a constant is not derived from them)",
+}
+# TensorFlow raw ops without a converter that the full listing shows (any other raw op is
+# answered when named: TensorFlow's own registry knows it).
+_TF_LISTED = ("Einsum", "Mod")
+
+
+def _listed_without_converter(framework: str) -> list[str]:
+    if framework == "onnx":
+        return sorted(_onnx_op_names())
+    if framework == "tf":
+        return list(_TF_LISTED)
+    return []
+
+
+def _onnx_op_names() -> set[str]:
+    import onnx
+
+    return {s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx")}
+
+
+def _tf_op_exists(name: str) -> bool:
+    if name in _TF_LISTED:
+        return True
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # its start-up chatter is no answer
+    try:
+        import tensorflow  # noqa: F401 - registers the raw ops
+        from tensorflow.python.framework import op_def_registry
+    except ImportError:
+        return False
+    return op_def_registry.get(name) is not None
+
+
+def no_converter(framework: str, name: str) -> SourceOpSupport:
+    """The never claim of a source op that has no converter."""
+    reason = NO_CONVERTER_REASONS.get(name, f"nhwc-onnx has no {framework} converter for it")
+    return SourceOpSupport(name, NEVER, reason, ())
+
+
+def knows_every_op(framework: str) -> bool:
+    """Whether ``is_source_op`` knows the framework's ops without a converter too."""
+    return framework in ("onnx", "tf")
+
+
+def is_source_op(framework: str, name: str) -> bool:
+    """Whether ``name`` is an op of the framework (with a converter or not): the ONNX default
+    domain's schemas, TensorFlow's raw ops; for other frameworks, the converted ones only."""
+    if name in frontend_registry(framework):
+        return True
+    if framework == "onnx":
+        return name in _onnx_op_names()
+    if framework == "tf":
+        return _tf_op_exists(name)
+    return False
 
 
 def grouped(entries: list[SourceOpSupport]) -> dict[str, list[SourceOpSupport]]:
@@ -112,7 +185,10 @@ def as_text(framework: str, entries: list[SourceOpSupport], summary: bool = True
     """The three groups with the counts and the notes first; without ``summary`` (named ops)
     one entry after the other, in the order given."""
     if not summary:
-        return "\n".join(line for e in entries for line in _lines(e, e.converts))
+        lines = [line for e in entries for line in _lines(e, e.converts)]
+        if any(e.converts != ALWAYS for e in entries):
+            lines.append(f"- {NOTES[0]}")  # a never op still folds on constant inputs
+        return "\n".join(lines)
     groups = grouped(entries)
     counts = ", ".join(f"{len(groups[g])} {g}" for g in GROUPS)
     lines = [f"{len(entries)} {frameworks.get(framework).package} op(s): {counts}"]
@@ -141,6 +217,9 @@ __all__ = [
     "as_text",
     "frontend_registry",
     "grouped",
+    "is_source_op",
+    "knows_every_op",
+    "no_converter",
     "source_op_support",
     "support_of",
 ]

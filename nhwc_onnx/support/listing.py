@@ -18,14 +18,26 @@ def ops_listing(op_names: Sequence[str] = (), framework: str | None = None,
     from ..schemas import DIALECT_OPS
 
     if framework:
-        from .claims import as_json, as_text, source_op_support
+        from .claims import (
+            as_json,
+            as_text,
+            is_source_op,
+            knows_every_op,
+            no_converter,
+            source_op_support,
+        )
 
         fw = frameworks.get(framework)
         entries = {e.op: e for e in source_op_support(fw.name)}
+        # An op of the framework without a converter answers never; a name that is no op at
+        # all is a usage error.
+        entries.update({n: no_converter(fw.name, n) for n in op_names
+                        if n not in entries and is_source_op(fw.name, n)})
         unknown = [n for n in op_names if n not in entries]
         if unknown:
-            raise UsageError(unknown_names(unknown, entries, f"{fw.package} op(s) with a "
-                                           "converter"), param_hint="OP_NAMES")
+            what = "op(s)" if knows_every_op(fw.name) else "op(s) with a converter"
+            raise UsageError(unknown_names(unknown, sorted(entries), f"{fw.package} {what}"),
+                             param_hint="OP_NAMES")
         chosen = [entries[n] for n in op_names] if op_names else list(entries.values())
         return [as_json(chosen) if fmt == "json" else as_text(fw.name, chosen, not op_names)]
     if op_names:

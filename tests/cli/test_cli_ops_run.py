@@ -64,8 +64,9 @@ def test_ops_framework_with_names_shows_those_ops_or_refuses_unknown_ones(invoke
     named = invoke("ops", "--framework", "caffe", "ReLU6", "Convolution")
     assert named.exit_code == 0, named.output
     lines = named.stdout.splitlines()
-    assert [line.split()[0] for line in lines if not line.startswith(" ")] == [
+    assert [line.split()[0] for line in lines if not line.startswith((" ", "- "))] == [
         "ReLU6", "Convolution"]
+    assert lines[-1].startswith("- Claims are about nodes that compute on run-time data")
     assert lines[0].split()[1:] == ["never", "-"]
     assert lines[1] == "    why: Erf: no dialect op computes the error function"
     assert lines[2].split()[1:] == ["when", "AddBias,", "Conv,", "DepthwiseConv2d,", "Pad"]
@@ -292,3 +293,46 @@ def test_a_full_stdout_is_one_error_line(args, examples):
                               stderr=subprocess.PIPE, text=True, timeout=120, check=False)
     assert proc.returncode == 1
     assert proc.stderr == "Error: cannot write to standard output (No space left on device)\n"
+
+
+def test_every_onnx_default_domain_op_answers_with_its_claim(invoke):
+    """Each op of the ONNX default domain answers always / when / never (exit 0); one without
+    a converter is never, with its reason."""
+    import onnx
+
+    names = sorted({s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx")})
+    result = invoke("ops", "--framework", "onnx", "--format", "json", *names)
+    assert result.exit_code == 0, result.stderr
+    claims = {c["op"]: c for c in json.loads(result.stdout)}
+    assert sorted(claims) == names
+    assert all(c["converts"] in ("always", "when", "never") for c in claims.values())
+    assert all(c["condition"] for c in claims.values() if c["converts"] != "always")
+    for op in ("LayerNormalization", "Einsum", "Mod", "InstanceNormalization"):
+        assert claims[op]["converts"] == "never", op
+    assert "standard deviation" in claims["LayerNormalization"]["condition"]
+
+
+def test_the_onnx_listing_puts_ops_without_converter_in_the_never_group(invoke):
+    text = invoke("ops", "--framework", "onnx").stdout
+    never = text[text.index("\nnever ("):]
+    for op in ("LayerNormalization", "Einsum", "Mod", "InstanceNormalization"):
+        assert f"\n  {op} " in never, op
+
+
+def test_a_tensorflow_op_without_converter_is_never_and_a_non_op_a_usage_error(invoke):
+    einsum = invoke("ops", "--framework", "tf", "Einsum", "Mod")
+    assert einsum.exit_code == 0, einsum.stderr
+    assert [line.split()[:2] for line in einsum.stdout.splitlines()
+            if not line.startswith((" ", "- "))] == [["Einsum", "never"], ["Mod", "never"]]
+    unknown = invoke("ops", "--framework", "tf", "Einsom")
+    assert unknown.exit_code == 2 and unknown.stdout == ""
+    assert "not tensorflow op(s): Einsom (did you mean Einsum?)" in unknown.stderr
+
+
+@pytest.mark.slow
+def test_any_tensorflow_raw_op_without_converter_is_never(invoke):
+    """Ops outside the listing are known from TensorFlow's own registry."""
+    result = invoke("ops", "--framework", "tf", "--format", "json", "Cumsum", "TopKV2")
+    assert result.exit_code == 0, result.stderr
+    assert [(c["op"], c["converts"]) for c in json.loads(result.stdout)] == [
+        ("Cumsum", "never"), ("TopKV2", "never")]
