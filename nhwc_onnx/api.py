@@ -313,12 +313,38 @@ def verify(source: str | os.PathLike, converted: str | os.PathLike | Model,
     if feeds is not None and not isinstance(feeds, Mapping):
         raise TypeError(f"feeds: expected a mapping input name -> array, got "
                         f"{type(feeds).__name__}")
+    _check_arguments(atol=atol, rtol=rtol, seed=seed, samples=samples, bisect=bisect,
+                     layers=layers, raise_on_failure=raise_on_failure)
     options = _checked(options)
     fw = frameworks.get(options.framework) if options.framework else frameworks.detect(source)
     check_options_apply(fw, Path(source), options)
     return _verify(source, converted, options, feeds=feeds, seed=seed, atol=atol,
                    rtol=rtol, bisect=bisect, layers=layers, samples=samples,
                    raise_on_failure=raise_on_failure)
+
+
+def _check_arguments(**arguments: Any) -> None:
+    """A TypeError naming the argument of a wrong type, before it fails deep inside numpy
+    (``atol="x"``): tolerances are real numbers, ``seed`` and ``samples`` ints, the rest
+    True or False (their values are checked where they are used)."""
+    for name, value in arguments.items():
+        if name in ("atol", "rtol"):
+            ok, expected = _is_real(value), "a number >= 0"
+        elif name in ("seed", "samples"):
+            ok = (value is None and name == "seed") or (
+                not isinstance(value, bool) and hasattr(type(value), "__index__"))
+            expected = "an int"
+        else:
+            ok, expected = isinstance(value, bool), "True or False"
+        if not ok:
+            raise TypeError(f"{name}: expected {expected}, got {type(value).__name__} "
+                            f"{value!r:.60}")
+
+
+def _is_real(value: Any) -> bool:
+    import numbers
+
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 class VerifyBeforeWrite:

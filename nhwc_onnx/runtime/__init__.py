@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -23,6 +23,18 @@ def run(
     model: Model, feeds: Mapping[str, np.ndarray], extra_outputs: Sequence[str] = ()
 ) -> dict[str, np.ndarray]:
     """Run a dialect model on ``feeds`` (graph input name -> array); outputs by name."""
+    if not isinstance(model, Model):  # a path: nhwc_onnx.run reads and checks the file
+        raise TypeError(f"model: expected a Model (nhwc_onnx.run takes a path), got "
+                        f"{type(model).__name__} {model!r:.60}")
+    if not isinstance(feeds, Mapping):
+        raise TypeError(f"feeds: expected a mapping input name -> array, got "
+                        f"{type(feeds).__name__}")
+    listed = not isinstance(extra_outputs, str) and isinstance(extra_outputs, Iterable)
+    names = tuple(extra_outputs) if listed else ()
+    if not listed or not all(isinstance(t, str) for t in names):
+        raise TypeError(f"extra_outputs: expected a sequence of tensor names, got "
+                        f"{extra_outputs!r:.60}")
+    extra_outputs = names
     problems = feed_problems(model, feeds)
     if problems:  # said in the model's terms, before onnxruntime would say it in its own
         raise UsageError("; ".join(problems), param_hint="feeds")
