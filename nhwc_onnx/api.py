@@ -313,8 +313,8 @@ def verify(source: str | os.PathLike, converted: str | os.PathLike | Model,
     if feeds is not None and not isinstance(feeds, Mapping):
         raise TypeError(f"feeds: expected a mapping input name -> array, got "
                         f"{type(feeds).__name__}")
-    _check_arguments(atol=atol, rtol=rtol, seed=seed, samples=samples, bisect=bisect,
-                     layers=layers, raise_on_failure=raise_on_failure)
+    _check_arguments(atol=atol, rtol=rtol, seed=seed, bisect=bisect, layers=layers,
+                     raise_on_failure=raise_on_failure)  # samples: a UsageError below
     options = _checked(options)
     fw = frameworks.get(options.framework) if options.framework else frameworks.detect(source)
     check_options_apply(fw, Path(source), options)
@@ -325,13 +325,13 @@ def verify(source: str | os.PathLike, converted: str | os.PathLike | Model,
 
 def _check_arguments(**arguments: Any) -> None:
     """A TypeError naming the argument of a wrong type, before it fails deep inside numpy
-    (``atol="x"``): tolerances are real numbers, ``seed`` and ``samples`` ints, the rest
-    True or False (their values are checked where they are used)."""
+    (``atol="x"``): tolerances are real numbers, ``seed`` an int, the rest True or False
+    (their values are checked where they are used)."""
     for name, value in arguments.items():
         if name in ("atol", "rtol"):
             ok, expected = _is_real(value), "a number >= 0"
-        elif name in ("seed", "samples"):
-            ok = (value is None and name == "seed") or (
+        elif name == "seed":
+            ok = value is None or (
                 not isinstance(value, bool) and hasattr(type(value), "__index__"))
             expected = "an int"
         else:

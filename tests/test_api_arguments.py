@@ -108,7 +108,7 @@ def test_runtime_run_names_model_feeds_and_extra_outputs(models):
 
 
 @pytest.mark.parametrize(("parameter", "value"), [
-    ("atol", "x"), ("rtol", None), ("atol", True), ("seed", "1"), ("samples", 2.0),
+    ("atol", "x"), ("rtol", None), ("atol", True), ("seed", "1"),
     ("layers", "yes"), ("bisect", 1), ("raise_on_failure", None)])
 def test_verify_names_each_argument_of_a_wrong_type(models, parameter, value):
     source, converted = models

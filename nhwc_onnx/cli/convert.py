@@ -202,7 +202,7 @@ def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int
 @click.argument("source", help="The source model, as given to convert.")
 @click.argument("converted", type=FILE, help="The dialect model converted from SOURCE.")
 @source_options
-@names_option("--input", "input_files", metavar="NAME=FILE.npy",
+@names_option("--input", "feeds", metavar="NAME=FILE.npy",
               help="Input value in the source layout (default: seeded random).")
 @tolerance_options
 @click.option("--bisect", "--per-node", "bisect", is_flag=True,
@@ -211,7 +211,7 @@ def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Human-readable report or JSON.")
 @click.pass_obj
-def verify(settings: Settings, source: str, converted: str, input_files: tuple[str, ...],
+def verify(settings: Settings, source: str, converted: str, feeds: tuple[str, ...],
            atol: float, rtol: float, bisect: bool, layers: bool, samples: int,
            html_path: str | None, fmt: str, **params) -> None:
     """Compare a converted model with its source on the same inputs (exit 3 if they differ)."""
@@ -221,7 +221,7 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
 
     options = convert_options(params)
     inputs = []
-    for item in input_files:
+    for item in feeds:
         name, sep, file = item.partition("=")
         if not sep:
             raise UsageError(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
@@ -231,9 +231,9 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
 
         plan_targets([("HTML page", Path(html_path))], source_files(source, options)
                      + [Path(converted)] + [Path(file) for _, file in inputs])
-    feeds = {name: load_npy(file) for name, file in inputs} if inputs else None
+    arrays = {name: load_npy(file) for name, file in inputs} if inputs else None
     progress(settings, "running both models ...")
-    report = api_verify(source, converted, options, feeds=feeds, atol=atol, rtol=rtol,
+    report = api_verify(source, converted, options, feeds=arrays, atol=atol, rtol=rtol,
                         bisect=bisect, layers=layers or bool(html_path), samples=samples)
     if html_path:
         from ..verification.html import write_html

@@ -105,6 +105,19 @@ def shape_fits(declared: Sequence | None, shape: Sequence[int]) -> bool:
         d is None or isinstance(d, str) or d == n for d, n in zip(declared, shape))
 
 
+def feed_mismatch(dtype: str | None, shape: Sequence | None, array: np.ndarray
+                  ) -> tuple[str, str] | None:
+    """Why ``array`` cannot feed an input of ``dtype`` and ``shape`` as it is (nothing is
+    cast: a silent float64 -> float32 cast changes the numbers, and a big-endian, text or
+    record array is not a tensor at all): (what the input needs, what the array is), or None.
+    """
+    if dtype is not None and str(array.dtype) != dtype:
+        return dtype, str(array.dtype)
+    if not shape_fits(shape, array.shape):
+        return f"shape {tuple(shape)}", f"shape {tuple(array.shape)}"
+    return None
+
+
 def feed_problems(model: Model, feeds: Mapping[str, np.ndarray]) -> list[str]:
     """What keeps ``feeds`` from running ``model`` (empty: nothing)."""
     inputs = {v.name: v for v in model.graph.inputs}
@@ -128,4 +141,4 @@ def feed_problems(model: Model, feeds: Mapping[str, np.ndarray]) -> list[str]:
 
 
 __all__ = ["LOWERED_IR_VERSION", "LOWERED_OPSET", "MAX_RANDOM_FEED_ELEMENTS", "at_batch",
-           "feed_problems", "lower_model", "random_feed", "run", "shape_fits"]
+           "feed_mismatch", "feed_problems", "lower_model", "random_feed", "run", "shape_fits"]
