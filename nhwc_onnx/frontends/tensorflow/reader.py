@@ -94,6 +94,10 @@ def read_graphdef(path: str | os.PathLike) -> tuple[tf_graph_pb2.GraphDef, objec
     path = os.fspath(path)
     data = _read_bytes(path)
     check_loadable(data, path)
+    if _is_savedmodel_file(path):
+        folder = os.path.dirname(path) or "."
+        raise ModelLoadError(f"{path}: the graph file of a SavedModel, not a GraphDef; pass "
+                             f"the SavedModel folder '{folder}' as the source")
     if path.lower().endswith(TEXT_SUFFIXES):
         graph = _parse_text(bytes(data), path)
         data = None
@@ -112,6 +116,13 @@ def read_graphdef(path: str | os.PathLike) -> tuple[tf_graph_pb2.GraphDef, objec
                 data = None
     _check_nodes(graph, path)
     return graph, data
+
+
+def _is_savedmodel_file(path: str) -> bool:
+    """``saved_model.pb`` (or .pbtxt) in a folder that has a SavedModel's ``variables``: a
+    SavedModel proto, which a GraphDef parse would call corrupt."""
+    return os.path.basename(path).lower() in ("saved_model.pb", "saved_model.pbtxt") \
+        and os.path.isdir(os.path.join(os.path.dirname(path) or ".", "variables"))
 
 
 def _plausible(graph: tf_graph_pb2.GraphDef) -> bool:

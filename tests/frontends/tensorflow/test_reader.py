@@ -272,3 +272,20 @@ def test_large_weights_are_read_only_views_of_the_mapped_file(tmp_path):
     x = rand(2, 300, seed=4)
     (got,) = run_core(model, {"x": x}).values()
     np.testing.assert_allclose(got, x @ weights, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("command", ["convert", "info"])
+def test_the_graph_file_of_a_savedmodel_says_to_pass_its_folder(command, tmp_path):
+    from tests.cli_runner import run_cli
+
+    folder = tmp_path / "exported"
+    (folder / "variables").mkdir(parents=True)
+    # a SavedModel proto (saved_model_schema_version: 1, one empty MetaGraphDef), which is
+    # not a GraphDef
+    (folder / "saved_model.pb").write_bytes(b"\x08\x01\x12\x00")
+    args = ["-o", tmp_path / "m.onnx"] if command == "convert" else []
+    result = run_cli(command, folder / "saved_model.pb", *args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().endswith(
+        f"the graph file of a SavedModel, not a GraphDef; pass the SavedModel folder "
+        f"'{folder}' as the source"), result.stderr
