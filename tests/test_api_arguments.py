@@ -91,3 +91,25 @@ def test_check_takes_files_folders_and_globs_like_the_command_line(models, tmp_p
         nhwc_onnx.check(empty)
     _raises("paths", nhwc_onnx.check, 123)
     _raises("paths", nhwc_onnx.check, [converted, 1])
+
+
+def test_runtime_run_names_model_feeds_and_extra_outputs(models):
+    from nhwc_onnx import runtime
+    from nhwc_onnx.serialize import load
+
+    _, converted = models
+    model = load(converted)
+    _raises("feeds", runtime.run, model, None)
+    _raises("model", runtime.run, str(converted), {})
+    x = np.zeros((2, 7, 5, 3), np.float32)
+    _raises("extra_outputs", runtime.run, model, {"x": x}, extra_outputs=5)
+    _raises("extra_outputs", runtime.run, model, {"x": x}, extra_outputs="y")
+    assert list(runtime.run(model, {"x": x}, extra_outputs=iter([]))) == ["y"]
+
+
+@pytest.mark.parametrize(("parameter", "value"), [
+    ("atol", "x"), ("rtol", None), ("atol", True), ("seed", "1"),
+    ("layers", "yes"), ("bisect", 1), ("raise_on_failure", None)])
+def test_verify_names_each_argument_of_a_wrong_type(models, parameter, value):
+    source, converted = models
+    _raises(parameter, nhwc_onnx.verify, source, converted, **{parameter: value})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 
 import click
@@ -84,6 +85,7 @@ class Group(click.Group):
         return super().resolve_command(ctx, args)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args = group_options_first(args)
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as exc:
@@ -131,6 +133,33 @@ class Group(click.Group):
             echo(f"Error: internal error in nhwc-onnx ({type(exc).__name__}: {exc}); "
                  "rerun with --debug for the traceback", err=True)
             ctx.exit(EXIT_INVALID)
+
+
+# The group's own flags, as they may also be written after the command (`convert ... -q`).
+_GROUP_FLAG = re.compile(r"-q|--quiet|-v+|--verbose|--debug")
+
+
+def group_options_first(args: list[str]) -> list[str]:
+    """``args`` with the group's flags given after the command moved before it, as users of
+    click tools expect them to work anywhere. A word that is the value of the command's own
+    option (``--outputs -v``) stays, and so does everything after ``--``."""
+    name = command_name(args)
+    if name not in COMMANDS:
+        return args
+    at = args.index(name)
+    takes_value = {opt for p in get_command(name).params if isinstance(p, click.Option)
+                   and not p.is_flag and not p.count for opt in p.opts + p.secondary_opts}
+    moved, rest, value_next = [], [], False
+    for i, arg in enumerate(args[at + 1:], at + 1):
+        if arg == "--":
+            rest += args[i:]
+            break
+        if not value_next and _GROUP_FLAG.fullmatch(arg):
+            moved.append(arg)
+        else:
+            rest.append(arg)
+        value_next = not value_next and arg in takes_value
+    return args[:at] + moved + [name] + rest
 
 
 def _as_option(exc: UsageError, ctx: click.Context) -> UsageError:

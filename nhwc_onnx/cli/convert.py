@@ -247,17 +247,17 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
 
         plan_targets([("HTML page", Path(html_path))], source_files(source, options)
                      + [Path(converted)] + [Path(file) for _, file in inputs])
-    feeds = {name: load_npy(file) for name, file in inputs} if inputs else None
+    arrays = {name: load_npy(file) for name, file in inputs} if inputs else None
     progress(settings, "running both models ...")
     from ..pipeline import is_pipeline
 
     if is_pipeline(converted):
         from .pipeline import verify_pipeline
 
-        raise SystemExit(verify_pipeline(source, converted, options, feeds, atol, rtol,
+        raise SystemExit(verify_pipeline(source, converted, options, arrays, atol, rtol,
                                          layers or bool(html_path), samples, fmt,
                                          format_verification, html_path))
-    report = api_verify(source, converted, options, feeds=feeds, atol=atol, rtol=rtol,
+    report = api_verify(source, converted, options, feeds=arrays, atol=atol, rtol=rtol,
                         bisect=bisect, layers=layers or bool(html_path), samples=samples)
     if html_path:
         from ..verification.html import write_html

@@ -56,6 +56,10 @@ def run(settings: Settings, model_path: str, feeds: tuple[str, ...], random_inpu
             echo(f"output {summary_line(name, array)} -> {paths[name]}")
 
 
+# Elements summarised at a time: the float64 copy of one chunk is 8 MiB, whatever the output.
+SUMMARY_CHUNK = 1 << 20
+
+
 def summary_line(name: str, array) -> str:
     import numpy as np
 
@@ -63,6 +67,30 @@ def summary_line(name: str, array) -> str:
     shape = "x".join(str(d) for d in a.shape) or "scalar"
     if a.size == 0:
         return f"{name}: {a.dtype} {shape} (empty)"
-    f = a.astype(np.float64)
-    return (f"{name}: {a.dtype} {shape}  min {f.min():.6g}  max {f.max():.6g}  "
-            f"mean {f.mean():.6g}  std {f.std():.6g}")
+    low, high, mean, std = summary(a)
+    return (f"{name}: {a.dtype} {shape}  min {low:.6g}  max {high:.6g}  "
+            f"mean {mean:.6g}  std {std:.6g}")
+
+
+def summary(a) -> tuple[float, float, float, float]:
+    """min, max, mean and standard deviation of a non-empty array, computed in float64 one
+    chunk at a time (two passes: the mean, then the squared deviations from it), so the
+    memory they take does not grow with the array (a NaN anywhere makes each NaN)."""
+    import numpy as np
+
+    flat = a.reshape(-1)  # a view of a contiguous array (runtime outputs are)
+
+    def chunks():
+        for i in range(0, flat.size, SUMMARY_CHUNK):
+            yield flat[i:i + SUMMARY_CHUNK].astype(np.float64)
+
+    low, high, total = np.inf, -np.inf, 0.0
+    for chunk in chunks():
+        low, high = np.minimum(low, chunk.min()), np.maximum(high, chunk.max())
+        total += chunk.sum()
+    mean = total / flat.size
+    squares = 0.0
+    for chunk in chunks():  # in place: one chunk's copy at a time
+        chunk -= mean
+        squares += float(np.square(chunk, out=chunk).sum())
+    return float(low), float(high), float(mean), float(np.sqrt(squares / flat.size))

@@ -69,7 +69,7 @@ def describe_source(path: str | os.PathLike, fw: frameworks.Framework,
     from ..passes import PassContext
     from ..passes.pipeline import to_dialect
 
-    second = _show_symbolic_batch(data, path, fw, reading, symbols) if symbols else None
+    second = _show_symbolic_batch(data, path, fw, reading, symbols, model) if symbols else None
     try:
         ctx = PassContext(options=options, log_warnings=False)
         to_dialect(model, ctx)
@@ -83,9 +83,11 @@ def describe_source(path: str | os.PathLike, fw: frameworks.Framework,
 
 
 def _show_symbolic_batch(data: dict[str, Any], path, fw: frameworks.Framework,
-                         options: ConvertOptions, symbols: dict[str, str]) -> Model | None:
+                         options: ConvertOptions, symbols: dict[str, str],
+                         model: Model) -> Model | None:
     """Write an open batch by its name in ``data``'s inputs and outputs: the source is read
-    at the second probe size too, and a dimension that follows the probe is the batch.
+    at the second probe size too, and a dimension that follows the probe is the batch, named
+    as the file names it there (an exporter may give each output a name of its own).
     Returns that reading (the second probe conversion starts from it), None if it fails."""
     from ..schemas.symbolic_batch import merged_shape
     from .symbolic_batch import load_at_second_probe
@@ -95,11 +97,14 @@ def _show_symbolic_batch(data: dict[str, Any], path, fw: frameworks.Framework,
     except NhwcOnnxError:
         return None
     symbol = next(iter(symbols.values()))
+    own = {**symbols, **{v.name: v.meta["declared_batch"] for v in model.graph.outputs
+                         if "declared_batch" in v.meta}}
     at_second = {v.name: v.shape for v in second.graph.inputs + second.graph.outputs}
     for entry in data["inputs"] + data["outputs"]:
         other = at_second.get(entry["name"])
         if entry["shape"] is not None and other is not None:
-            merged = merged_shape(tuple(entry["shape"]), tuple(other), symbol)
+            merged = merged_shape(tuple(entry["shape"]), tuple(other),
+                                  own.get(entry["name"], symbol))
             entry["shape"] = list(merged) if merged is not None else entry["shape"]
     return second
 

@@ -109,8 +109,8 @@ def finish(model: Model, ctx, source, framework: frameworks.Framework,
     except NhwcOnnxError as exc:
         problems = getattr(exc, "problems", None) or [NodeProblem("", "graph", str(exc))]
         raise UnsupportedOpError(
-            [NodeProblem(p.node, p.op, f"converts at batch {PROBES[0]} but not at "
-                         f"{PROBES[1]}: {p.reason}", "batch") for p in problems],
+            [NodeProblem(p.node, p.op, "converts at one batch size but not at another: "
+                         f"{p.reason}", "batch") for p in problems],
             framework.name, hint=f"the batch is symbolic; {REMEDY}") from None
     # A number computed from the batch's size is refused where both conversions find it
     # (schemas.batch_values): a real dimension equal to one probe size is tagged there only.

@@ -25,8 +25,8 @@ import numpy as np
 from ..errors import NodeProblem
 from ..ir import DIALECT, Model, Node, Value
 from ..files.reads import file_origin
-from ..schemas.symbolic_batch import PROBES, mixes_samples
 from ..passes.base import Decision
+from ..schemas.symbolic_batch import PROBES, describe_difference, mixes_samples
 
 REMEDY = "convert with --batch N for a fixed batch"
 
@@ -91,8 +91,8 @@ def _structure_problems(first: Model, second: Model) -> list[NodeProblem]:
     problems = []
 
     def differ(node: str, op: str, what: str) -> None:
-        problems.append(NodeProblem(node, op, f"converts differently at batch {PROBES[0]} and "
-                                    f"{PROBES[1]} ({what}); {REMEDY}", "batch"))
+        problems.append(NodeProblem(node, op, f"converts differently at two batch sizes "
+                                    f"({what}); {REMEDY}", "batch"))
 
     if [v.name for v in g1.inputs] != [v.name for v in g2.inputs] or \
             [v.name for v in g1.outputs] != [v.name for v in g2.outputs]:
@@ -101,7 +101,7 @@ def _structure_problems(first: Model, second: Model) -> list[NodeProblem]:
     for a, b in zip(g1.inputs, g2.inputs):
         if a.shape is None or b.shape is None or len(a.shape) != len(b.shape) or \
                 tuple(a.shape[1:]) != tuple(b.shape[1:]):
-            differ(a.name, "graph input", f"shape {a.shape} against {b.shape}")
+            differ(a.name, "graph input", f"shape {describe_difference(a.shape, b.shape)}")
     if first.io_permutations != second.io_permutations:
         differ("", "graph", "the layouts of its inputs or outputs differ")
     nodes2 = {n.name: n for n in g2.nodes}
@@ -237,9 +237,14 @@ def _constant_problem(value: Value, other: Value | None) -> str:
         return (f"its constant input '{value.name}' would need the batch's size (shape "
                 f"(N, {', '.join(map(str, first[1:]))}): the dialect's elementwise ops do not "
                 f"broadcast, and a constant cannot have a symbolic batch); {REMEDY}")
-    return (f"its constant input '{value.name}' depends on the batch size (shape {first} "
-            f"at batch {PROBES[0]}, {second if second is not None else 'absent'} at "
-            f"{PROBES[1]}): it mixes the batch with other axes; {REMEDY}")
+    if second is None:
+        shape = f"shape {first} at one batch size, absent at another"
+    elif first == second:
+        shape = f"shape {first}, other values at another batch size"
+    else:
+        shape = f"shape {describe_difference(first, second)}"
+    return (f"its constant input '{value.name}' depends on the batch size ({shape}): it mixes "
+            f"the batch with other axes; {REMEDY}")
 
 
 def _is_batch_reshape_shape(value: Value, other: Value) -> bool:

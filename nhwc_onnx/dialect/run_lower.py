@@ -158,18 +158,15 @@ def _shape_text(value) -> str:
 
 
 def _check_feed(value, array: np.ndarray, source: str) -> None:
-    # Refuse rather than cast: a silent float64 -> float32 cast changes the numbers.
-    if value.dtype is not None and str(array.dtype) != value.dtype:
-        holds = "the file holds" if source != "the array" else "the array is"
-        raise UsageError(f"{source}: input {value.name!r} needs {value.dtype}, {holds} "
-                         f"{array.dtype}", param_hint="feeds")
-    from ..runtime import shape_fits
+    from ..runtime import feed_mismatch
 
-    if not shape_fits(value.shape, array.shape):
-        raise UsageError(
-            f"{source}: input {value.name!r} needs shape {tuple(value.shape)}, "
-            f"{'the file holds' if source != 'the array' else 'the array has'} "
-            f"{tuple(array.shape)}", param_hint="feeds")
+    mismatch = feed_mismatch(value.dtype, value.shape, array)
+    if mismatch is not None:
+        needs, holds = mismatch
+        has = "the file holds" if source != "the array" else (
+            "the array has" if needs.startswith("shape") else "the array is")
+        raise UsageError(f"{source}: input {value.name!r} needs {needs}, {has} "
+                         f"{holds.removeprefix('shape ')}", param_hint="feeds")
 
 
 def save_arrays(arrays: Mapping[str, np.ndarray], folder: str | os.PathLike, *,

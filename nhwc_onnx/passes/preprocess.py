@@ -148,7 +148,12 @@ def _insert(model: Model, v: Value, mean: np.ndarray, std: np.ndarray, reverse: 
 
 
 def _shape(v: Value) -> str:
-    return "x".join("?" if not isinstance(d, int) else str(d) for d in v.shape or ()) or "?"
+    """The input's dims; a symbolic batch by its name (``N x 32 x 32 x 3``), never the size
+    it is converted at (``symbolic_batch``'s probe)."""
+    dims = ["?" if not isinstance(d, int) else str(d) for d in v.shape or ()]
+    if dims and "batch_symbol" in v.meta:
+        dims[0] = v.meta["batch_symbol"]
+    return " x ".join(dims) or "?"
 
 
 def _why_not(v: Value) -> str:

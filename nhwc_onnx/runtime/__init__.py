@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -23,6 +23,18 @@ def run(
     model: Model, feeds: Mapping[str, np.ndarray], extra_outputs: Sequence[str] = ()
 ) -> dict[str, np.ndarray]:
     """Run a dialect model on ``feeds`` (graph input name -> array); outputs by name."""
+    if not isinstance(model, Model):  # a path: nhwc_onnx.run reads and checks the file
+        raise TypeError(f"model: expected a Model (nhwc_onnx.run takes a path), got "
+                        f"{type(model).__name__} {model!r:.60}")
+    if not isinstance(feeds, Mapping):
+        raise TypeError(f"feeds: expected a mapping input name -> array, got "
+                        f"{type(feeds).__name__}")
+    listed = not isinstance(extra_outputs, str) and isinstance(extra_outputs, Iterable)
+    names = tuple(extra_outputs) if listed else ()
+    if not listed or not all(isinstance(t, str) for t in names):
+        raise TypeError(f"extra_outputs: expected a sequence of tensor names, got "
+                        f"{extra_outputs!r:.60}")
+    extra_outputs = names
     problems = feed_problems(model, feeds)
     if problems:  # said in the model's terms, before onnxruntime would say it in its own
         raise UsageError("; ".join(problems), param_hint="feeds")
@@ -97,6 +109,19 @@ def shape_fits(declared: Sequence | None, shape: Sequence[int]) -> bool:
         d is None or isinstance(d, str) or d == n for d, n in zip(declared, shape))
 
 
+def feed_mismatch(dtype: str | None, shape: Sequence | None, array: np.ndarray
+                  ) -> tuple[str, str] | None:
+    """Why ``array`` cannot feed an input of ``dtype`` and ``shape`` as it is (nothing is
+    cast: a silent float64 -> float32 cast changes the numbers, and a big-endian, text or
+    record array is not a tensor at all): (what the input needs, what the array is), or None.
+    """
+    if dtype is not None and str(array.dtype) != dtype:
+        return dtype, str(array.dtype)
+    if not shape_fits(shape, array.shape):
+        return f"shape {tuple(shape)}", f"shape {tuple(array.shape)}"
+    return None
+
+
 def feed_problems(model: Model, feeds: Mapping[str, np.ndarray]) -> list[str]:
     """What keeps ``feeds`` from running ``model`` (empty: nothing)."""
     inputs = {v.name: v for v in model.graph.inputs}
@@ -120,4 +145,4 @@ def feed_problems(model: Model, feeds: Mapping[str, np.ndarray]) -> list[str]:
 
 
 __all__ = ["LOWERED_IR_VERSION", "LOWERED_OPSET", "MAX_RANDOM_FEED_ELEMENTS", "at_batch",
-           "feed_problems", "lower_model", "random_feed", "run", "shape_fits"]
+           "feed_mismatch", "feed_problems", "lower_model", "random_feed", "run", "shape_fits"]

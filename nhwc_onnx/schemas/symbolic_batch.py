@@ -144,8 +144,26 @@ def merged_shape(first, second, symbol: str):
     return tuple(out)
 
 
-def describe_difference(first, second) -> str:
-    def text(shape):
-        return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")" \
-            if shape is not None else "unknown"
-    return f"{text(first)} at batch {PROBES[0]} but {text(second)} at batch {PROBES[1]}"
+def batch_dim(a, b, symbol: str = "N") -> str:
+    """One axis of a value inferred as ``a`` at PROBES[0] and ``b`` at PROBES[1], said in
+    terms of the batch (``7``, ``N``, ``3 x N``, ``N + 1``): messages never show the probe
+    sizes, which the user never chose."""
+    if a == b:
+        return "?" if a is None else str(a)
+    p, q = PROBES
+    if isinstance(a, int) and isinstance(b, int):
+        if a * q == b * p and a % p == 0:
+            return symbol if a == p else f"{a // p} x {symbol}"
+        if a - p == b - q:
+            return f"{symbol} {'+' if a > p else '-'} {abs(a - p)}"
+    return f"a size that varies with {symbol}"
+
+
+def describe_difference(first, second, symbol: str = "N") -> str:
+    """The shape of a value inferred as ``first`` and ``second`` at the two probe sizes, in
+    terms of the batch ``symbol``: ``(3 x N, 4)``."""
+    if first is None or second is None:
+        return "unknown at some batch size"
+    if len(first) != len(second):
+        return f"of rank {len(first)} or {len(second)} depending on the batch"
+    return "(" + ", ".join(batch_dim(a, b, symbol) for a, b in zip(first, second)) + ")"

@@ -119,10 +119,10 @@ def _infer_symbolic(graph: Graph, order: list[Node], registry: Registry,
             if first is not None and second is not None and why is None:
                 if shape is None:
                     why = (f"mixes the batch with other axes: output '{out.name}' is "
-                           f"{describe_difference(first, second)}")
+                           f"{describe_difference(first, second, symbol)}")
                 elif carried and (not shape or shape[0] != symbol):
                     why = (f"output '{out.name}' does not carry the batch at axis 0 (it is "
-                           f"{describe_difference(first, second)})")
+                           f"{describe_difference(first, second, symbol or 'N')})")
             shapes.append(shape)
         if why is not None:
             issues.append(ValidationIssue(node.name, node.op, "batch", why))

@@ -158,7 +158,17 @@ def no_converter(framework: str, name: str) -> SourceOpSupport:
 
 def knows_every_op(framework: str) -> bool:
     """Whether ``is_source_op`` knows the framework's ops without a converter too."""
-    return framework in ("onnx", "tf")
+    return _op_catalogue(framework) is not None
+
+
+def _op_catalogue(framework: str):
+    """name -> whether the framework has that op: the ONNX default domain's schemas and
+    TensorFlow's raw ops; None where only the converted ops are known (Caffe)."""
+    if framework == "onnx":
+        return lambda name: name in _onnx_op_names()
+    if framework == "tf":
+        return _tf_op_exists
+    return None
 
 
 def is_source_op(framework: str, name: str) -> bool:
@@ -166,11 +176,8 @@ def is_source_op(framework: str, name: str) -> bool:
     domain's schemas, TensorFlow's raw ops; for other frameworks, the converted ones only."""
     if name in frontend_registry(framework):
         return True
-    if framework == "onnx":
-        return name in _onnx_op_names()
-    if framework == "tf":
-        return _tf_op_exists(name)
-    return False
+    catalogue = _op_catalogue(framework)
+    return catalogue is not None and catalogue(name)
 
 
 def grouped(entries: list[SourceOpSupport]) -> dict[str, list[SourceOpSupport]]:

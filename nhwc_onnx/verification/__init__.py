@@ -92,6 +92,25 @@ def _source_names(model: Model) -> dict[str, str]:
     return read_source_names(model.metadata.get(KEY_SOURCE_NAMES))
 
 
+def _check_feeds(model: Model, feeds: Mapping, shapes: dict[str, tuple]) -> None:
+    """Each given array must be what ``run`` takes for that input (its element type, the
+    input's shape in the source layout): UsageError naming the input otherwise."""
+    from ..runtime import feed_mismatch
+
+    dtypes = {v.name: v.dtype for v in model.graph.inputs}
+    for name, array in feeds.items():
+        if name not in shapes:
+            raise UsageError(f"the model has no input {name!r} (inputs: "
+                             f"{', '.join(shapes)})", param_hint="feeds")
+        mismatch = feed_mismatch(dtypes[name], shapes[name], np.asarray(array))
+        if mismatch is not None:
+            needs, has = mismatch
+            layout = " (the source's layout)" if needs.startswith("shape") else ""
+            verb = "has" if layout else "is"
+            raise UsageError(f"input {name!r} needs {needs}{layout}, the array {verb} {has}",
+                             param_hint="feeds")
+
+
 def verify(
     source: str | os.PathLike,
     converted: str | os.PathLike | Model,
@@ -184,6 +203,7 @@ class _SideBySide:
             missing = [n for n in shapes if n not in feeds]
             if missing:
                 raise ModelLoadError(f"no value given for input(s) {', '.join(missing)}")
+            _check_feeds(model, feeds, shapes)
         # A symbolic batch is compared at each of SYMBOLIC_BATCHES (given feeds fix their own)
         symbolic = feeds is None and any(isinstance(shape[0], str)
                                          for shape in shapes.values() if shape)

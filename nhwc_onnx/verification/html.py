@@ -25,9 +25,11 @@ h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28
 .match { background: #1f7a3d; } .mismatch { background: #b3261e; }
 .meta { color: #555; } .warn { background: #fff4d6; border-left: 4px solid #d29b00;
         padding: 6px 10px; margin: 6px 0; }
-table { border-collapse: collapse; font-size: 13px; margin-top: 8px; max-width: 100%; }
+table { border-collapse: collapse; font-size: 13px; margin-top: 8px; display: block;
+        max-width: 100%; overflow-x: auto; }
 th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left;
          overflow-wrap: anywhere; }
+td code { overflow-wrap: anywhere; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.bad td { color: #b3261e; } tr.first td { background: #fde7e4; font-weight: 600; }
 code { font-size: 13px; } svg { max-width: 100%; height: auto; }

@@ -46,7 +46,9 @@ def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framewo
         return tensor(str(v.meta.get("source_name", v.name)))
 
     src_inputs = {source_tensor_of(v): v.shape for v in parsed.inputs}
-    open_batch = {source_tensor_of(v) for v in parsed.inputs if "batch_symbol" in v.meta}
+    # inputs whose symbolic batch was read at a probe size -> the batch's name
+    open_batch = {source_tensor_of(v): v.meta["batch_symbol"] for v in parsed.inputs
+                  if "batch_symbol" in v.meta}
     src_outputs = {source_tensor_of(v) for v in parsed.outputs}
     ours_in = {tensor(renamed.get(n, n)): n for n in source_layout_shapes}
     ours_out = {tensor(renamed.get(v.name, v.name)) for v in model.graph.outputs}
@@ -65,6 +67,8 @@ def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framewo
             not isinstance(d, int) or d == s or (i == 0 and source_tensor in open_batch)
             for i, (d, s) in enumerate(zip(declared, shape))))
         if not fits:
+            if source_tensor in open_batch:  # its own name, not the probe size it was read at
+                declared = (open_batch[source_tensor], *declared[1:])
             raise ModelLoadError(
                 f"{origin} and does not fit '{source}': input '{name}' is "
                 f"{tuple(shape)} in the converted model (source layout), the source declares "

@@ -80,3 +80,20 @@ def test_the_library_configures_no_logging(tmp_path):
     before = (list(root.handlers), root.level, list(ours.handlers), ours.level)
     api.convert(MODEL, tmp_path / "m.onnx")
     assert (list(root.handlers), root.level, list(ours.handlers), ours.level) == before
+
+
+def test_group_flags_work_after_the_command_too(tmp_path):
+    from nhwc_onnx.cli import group_options_first
+
+    before = nhwc_onnx(tmp_path, "-vv", "convert", MODEL, "-o", "a.onnx")
+    after = nhwc_onnx(tmp_path, "convert", MODEL, "-o", "b.onnx", "-vv")
+    assert before.returncode == after.returncode == 0, after.stderr
+    assert "DEBUG nhwc_onnx.passes" in after.stderr
+    assert SECONDS.sub("", before.stderr).replace("a.onnx", "b.onnx") == \
+        SECONDS.sub("", after.stderr)
+    quiet = nhwc_onnx(tmp_path, "convert", MODEL, "-o", "c.onnx", "-q")
+    assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
+    # the value of the command's own option, and anything after --, stay where they are
+    assert group_options_first(["convert", "m.onnx", "--outputs", "-v", "-q", "--debug"]) == \
+        ["-q", "--debug", "convert", "m.onnx", "--outputs", "-v"]
+    assert group_options_first(["-v", "ops", "--", "-q"]) == ["-v", "ops", "--", "-q"]

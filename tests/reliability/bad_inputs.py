@@ -373,7 +373,7 @@ def caffe_cases() -> list[BadCase]:
         BadCase("caffe", "blob data shorter than shape", _caffe(weights=_blob_with_wrong_data_count()),
                 EXIT_UNREADABLE, "stores 10 values"),
         BadCase("caffe", "bottom without producer",
-                _caffe(_proto_with('bottom: "conv" top: "conv" }', 'bottom: "ghost" top: "conv" }')),
+                _caffe(_proto_with('bottom: "conv" top: "conv" }', 'bottom: "ghost" top: "r" }')),
                 EXIT_INVALID, "ghost"),
         BadCase("caffe", "layers in a cycle",
                 _caffe(_proto_with('bottom: "data" top: "conv"', 'bottom: "prob" top: "conv"')),

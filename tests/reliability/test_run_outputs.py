@@ -150,3 +150,32 @@ def test_the_library_saves_by_the_same_rules(dialect_model, tmp_path):
     saved = nhwc_onnx.run(dialect_model, {"x": feed}, output_dir=tmp_path / "new").paths
     assert saved == {"y": tmp_path / "new" / "y.npy"}
     np.testing.assert_array_equal(np.load(saved["y"]), result.outputs["y"])
+
+
+def test_run_summary_matches_numpy_across_chunks():
+    from nhwc_onnx.cli.run import SUMMARY_CHUNK, summary
+
+    rng = np.random.default_rng(5)
+    # three chunks and a remainder; an offset that a one-pass sum of squares would lose
+    a = (1e4 + rng.standard_normal(3 * SUMMARY_CHUNK + 8)).astype(np.float32)
+    f = a.astype(np.float64)
+    np.testing.assert_allclose(summary(a.reshape(8, -1)), (f.min(), f.max(), f.mean(), f.std()),
+                               rtol=1e-9)
+    a[SUMMARY_CHUNK + 3] = np.nan
+    assert all(np.isnan(summary(a)))
+    assert summary(np.array([[3]], np.int64)) == (3.0, 3.0, 3.0, 0.0)
+
+
+def test_run_summary_memory_does_not_grow_with_the_output():
+    import tracemalloc
+
+    from nhwc_onnx.cli.run import summary
+
+    a = np.ones(16 << 20, np.float32)  # 64 MiB; its float64 copy would be 128 MiB
+    tracemalloc.start()
+    try:
+        summary(a)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 << 20, f"{peak / 2**20:.0f} MiB"  # one chunk's copy (8 MiB) and change

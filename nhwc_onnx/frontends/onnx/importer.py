@@ -96,9 +96,13 @@ class OnnxImporter:
         self._make_values(g, order, inputs)
         refused = self._convert(selected, names)
         self.graph.outputs = [self.value(n) for n in self._output_names()]
+        declared = {o.name: o for o in self.proto.graph.output}
         for v in self.graph.outputs:  # ONNX's convention, as for the inputs
             if v.layout is None and v.rank in (4, 5):
                 v.layout = NCHW
+            dims = declared[v.name].type.tensor_type.shape.dim if v.name in declared else ()
+            if dims and dims[0].dim_param:  # the file's own name of this output's batch
+                v.meta["declared_batch"] = dims[0].dim_param
         model = Model(self.graph, {
             "source_framework": "onnx",
             "source_file": os.path.basename(self.source_file) if self.source_file else "",

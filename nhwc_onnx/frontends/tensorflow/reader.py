@@ -98,14 +98,14 @@ def read_graphdef(path: str | os.PathLike) -> tuple[tf_graph_pb2.GraphDef, objec
         name = os.path.basename(path)
         if name.lower() not in ("saved_model.pb", "saved_model.pbtxt"):
             raise
-        folder = os.path.dirname(path) or "."
-        raise ModelLoadError(f"{path}: not a GraphDef but, by its name, the graph of a "
-                             f"SavedModel: convert the SavedModel folder '{folder}'") from None
+        raise _savedmodel_graph_file(path) from None
 
 
 def _read_graphdef(path: str) -> tuple[tf_graph_pb2.GraphDef, object]:
     data = _read_bytes(path)
     check_loadable(data, path)
+    if _is_savedmodel_file(path):
+        raise _savedmodel_graph_file(path)
     if path.lower().endswith(TEXT_SUFFIXES):
         graph = _parse_text(bytes(data), path)
         data = None
@@ -124,6 +124,19 @@ def _read_graphdef(path: str) -> tuple[tf_graph_pb2.GraphDef, object]:
                 data = None
     _check_nodes(graph, path)
     return graph, data
+
+
+def _savedmodel_graph_file(path: str) -> ModelLoadError:
+    folder = os.path.dirname(path) or "."
+    return ModelLoadError(f"{path}: the graph file of a SavedModel, not a GraphDef; pass the "
+                          f"SavedModel folder '{folder}' as the source")
+
+
+def _is_savedmodel_file(path: str) -> bool:
+    """``saved_model.pb`` (or .pbtxt) in a folder that has a SavedModel's ``variables``: a
+    SavedModel proto, which a GraphDef parse would call corrupt."""
+    return os.path.basename(path).lower() in ("saved_model.pb", "saved_model.pbtxt") \
+        and os.path.isdir(os.path.join(os.path.dirname(path) or ".", "variables"))
 
 
 def _plausible(graph: tf_graph_pb2.GraphDef) -> bool:

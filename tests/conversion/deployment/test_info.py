@@ -112,3 +112,25 @@ def test_a_convertible_source_says_so_and_an_unreadable_one_still_exits_2(tmp_pa
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"\x08\x01garbage")
     assert run_cli("info", broken).exit_code == 2
+
+
+def test_info_names_each_symbolic_batch_as_the_source_file_does(tmp_path):
+    """tf2onnx writes a name of its own for each output's batch (unk__655 beside the input's
+    unk__654): info describes the source with the file's names."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    weight = numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])], "g",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["unk__654", 3, 8, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["unk__655", 4, 8, 6])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "m.onnx")
+    result = run_cli("info", tmp_path / "m.onnx", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["inputs"][0]["shape"] == ["unk__654", 3, 8, 6]
+    assert data["outputs"][0]["shape"] == ["unk__655", 4, 8, 6]

@@ -230,7 +230,7 @@ def test_several_image_inputs_are_named(tmp_path):
 @pytest.mark.parametrize(("args", "says"), [
     (["--mean", "1,2,3"], "the model has 2 image inputs (a, b): name the one meant"),
     (["--mean", "a=1,2"], "2 values for input 'a', which has 3 channels: give one value or 3"),
-    (["--std", "nosuch=2"], "'nosuch' is not a graph input (they are: a (1x7x5x3), b"),
+    (["--std", "nosuch=2"], "'nosuch' is not a graph input (they are: a (1 x 7 x 5 x 3), b"),
     (["--reverse-channels"], "the model has 2 image inputs"),
     (["--mean", "a=x,y"], "expected V[,V...] or NAME=V[,V...]"),
     (["--std", "a=0"], "0 is not a number > 0"),
@@ -261,7 +261,7 @@ def test_a_non_image_input_takes_no_preprocessing(tmp_path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.save(model, tmp_path / "mlp.onnx")
-    with pytest.raises(UsageError, match="input 'features' is not an image .* it is 2x6"):
+    with pytest.raises(UsageError, match="input 'features' is not an image .* it is 2 x 6"):
         nhwc_onnx.convert(tmp_path / "mlp.onnx", options=ConvertOptions(mean={"features": 1}))
     with pytest.raises(UsageError, match="the model has no image input"):
         nhwc_onnx.convert(tmp_path / "mlp.onnx", options=ConvertOptions(std=2))

@@ -4,6 +4,8 @@ and matches onnxruntime. Near misses: a Reshape keeps its batch as 0 only when i
 batch itself."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -257,3 +259,39 @@ def test_a_failure_says_batch_1_only_when_a_fixed_batch_converts(tmp_path):
         nhwc_onnx.convert(unrelated)
     assert "erf" in {p.node for p in info.value.problems}
     assert "--batch" not in str(info.value) and "symbolic" not in str(info.value)
+
+
+def _probe_sizes_in(text: str) -> list[str]:
+    """The sizes a symbolic batch is read at, or their multiples, as numbers in ``text``."""
+    from nhwc_onnx.schemas.symbolic_batch import PROBES
+
+    sizes = {str(k * p) for p in PROBES for k in (1, 2, 3, 4, 5, 6, 7)}
+    return [n for n in re.findall(r"\d+", text) if n in sizes]
+
+
+@pytest.mark.parametrize("name", sorted(MIXING))
+def test_a_batch_refusal_speaks_of_the_batch_not_of_the_probe_sizes(tmp_path, name):
+    source, _ = _source(tmp_path, name)
+    with pytest.raises(UnsupportedOpError) as info:
+        nhwc_onnx.convert(source, options=ConvertOptions(exact_cut=False))
+    assert not _probe_sizes_in(str(info.value)), str(info.value)
+
+
+def test_messages_about_a_symbolic_batch_input_name_the_batch(tmp_path):
+    from tests.cli_runner import run_cli
+
+    image = tmp_path / "image.onnx"  # x: (N, 3, 8, 6)
+    onnx.save(exporters.single([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                               (3, 8, 6), []), image)
+    result = run_cli("convert", image, "-o", tmp_path / "m.onnx", "--mean", "nope=1")
+    assert result.exit_code == 2 and not _probe_sizes_in(result.stderr), result.stderr
+    batch = "N"  # exporters.single's name for the batch
+    assert f"they are: x ({batch} x 8 x 6 x 3)" in result.stderr, result.stderr
+    # a converted file verified against a source of other dims: the source's dims, by name
+    assert run_cli("convert", image, "-o", tmp_path / "m.onnx").exit_code == 0
+    other = tmp_path / "other.onnx"
+    onnx.save(exporters.single([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                               (3, 9, 6), []), other)
+    result = run_cli("verify", other, tmp_path / "m.onnx")
+    assert result.exit_code == 2 and f"the source declares ('{batch}', 3, 9, 6)" in \
+        result.stderr, result.stderr

@@ -288,6 +288,23 @@ def test_a_savedmodel_graph_file_points_to_its_folder(tmp_path):
     (folder / "saved_model.pb").write_bytes(saved)
     result = run_cli("convert", folder / "saved_model.pb", "-o", tmp_path / "out.onnx")
     assert result.exit_code == 2, result.output
-    assert f"convert the SavedModel folder '{folder}'" in result.stderr
+    assert f"pass the SavedModel folder '{folder}'" in result.stderr
     # the same bytes under another name are just not a GraphDef
     assert "SavedModel folder" not in _bad(tmp_path, "other.pb", saved)
+
+
+@pytest.mark.parametrize("command", ["convert", "info"])
+def test_the_graph_file_of_a_savedmodel_says_to_pass_its_folder(command, tmp_path):
+    from tests.cli_runner import run_cli
+
+    folder = tmp_path / "exported"
+    (folder / "variables").mkdir(parents=True)
+    # a SavedModel proto (saved_model_schema_version: 1, one empty MetaGraphDef), which is
+    # not a GraphDef
+    (folder / "saved_model.pb").write_bytes(b"\x08\x01\x12\x00")
+    args = ["-o", tmp_path / "m.onnx"] if command == "convert" else []
+    result = run_cli(command, folder / "saved_model.pb", *args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().endswith(
+        f"the graph file of a SavedModel, not a GraphDef; pass the SavedModel folder "
+        f"'{folder}' as the source"), result.stderr
