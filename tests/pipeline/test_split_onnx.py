@@ -149,8 +149,12 @@ def test_symbolic_batch_split_runs_at_batch_1_and_3(tmp_path):
 
 
 def test_model_that_converts_whole_is_one_dialect_segment_with_plain_convert_bytes(tmp_path):
-    source, out, manifest, _ = split_cli(tmp_path, models.whole_net)
+    source, out, manifest, _ = split_cli(tmp_path, models.whole_net, "--report",
+                                         tmp_path / "report.json")
     assert kinds(manifest) == ["dialect"]
+    # the report (checked against docs/report-schema.json) holds the one segment's conversion
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["status"] == "split" and report["conversion"]["framework"] == "onnx"
     plain = tmp_path / "plain.onnx"
     assert run_cli("convert", source, "-o", plain).exit_code == 0
     assert (out / manifest["segments"][0]["file"]).read_bytes() == plain.read_bytes()
