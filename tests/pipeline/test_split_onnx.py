@@ -107,6 +107,10 @@ def test_transformer_style_blocks_alternate_dialect_and_standard_segments(tmp_pa
         if segment["kind"] == "onnx":
             standard_ops |= {n.op_type for n in onnx.load(str(out / segment["file"])).graph.node}
     assert {"LayerNormalization", "Erf"} <= standard_ops
+    # every Linear (a MatMul on tokens or on a channels-last map) runs in a dialect segment:
+    # a value the dialect would store NHWC is passed in the source's axis order instead
+    assert "MatMul" not in standard_ops
+    assert all(s["macs"] == 0 for s in manifest["segments"] if s["kind"] == "onnx")
     assert_pipeline_matches_source(out, source)
 
 
