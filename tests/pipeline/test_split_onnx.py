@@ -146,6 +146,18 @@ def test_log_mel_front_stays_standard_with_its_expressible_ops(tmp_path):
     assert_pipeline_matches_source(out, source)
 
 
+def test_mel_filterbank_before_the_log_runs_in_the_dialect(tmp_path):
+    source, out, manifest, _ = split_cli(tmp_path, models.mel_then_log_cnn)
+    assert kinds(manifest) == ["dialect", "onnx", "dialect"]
+    ops = [{n.op_type for n in onnx.load(str(out / s["file"])).graph.node}
+           for s in manifest["segments"]]
+    assert "Log" in ops[1] and not ops[1] & {"MatMul", "Conv", "Pow"}
+    # per sample: the filterbank's 9 frames x 10 mels x 12 frequencies
+    assert manifest["segments"][0]["macs"] == models.W * 10 * 12
+    assert manifest["segments"][1]["macs"] == 0
+    assert_pipeline_matches_source(out, source)
+
+
 def test_lrn_net_alternates_five_segments(tmp_path):
     source, out, manifest, _ = split_cli(tmp_path, models.lrn_net)
     assert kinds(manifest) == ["dialect", "onnx", "dialect", "onnx", "dialect"]
@@ -178,16 +190,16 @@ def test_model_that_converts_whole_is_one_dialect_segment_with_plain_convert_byt
 
 
 def test_every_family_splits_and_matches(tmp_path):
-    """The count of the families above that split and match: all seven."""
+    """The count of the families above that split and match: all eight."""
     builds = [models.l2_embedder, models.vit_block, models.convnext_block, models.conv_lstm,
-              models.log_mel_cnn, models.lrn_net, models.whole_net]
+              models.log_mel_cnn, models.mel_then_log_cnn, models.lrn_net, models.whole_net]
     matched = 0
     for i, build in enumerate(builds):
         source = build(tmp_path / f"m{i}.onnx")
         pipeline = convert(source, tmp_path / f"m{i}", split=True)
         assert pipeline.verify(source).ok
         matched += 1
-    assert matched == 7
+    assert matched == 8
 
 
 # -- the commands on a pipeline -----------------------------------------------------------------
