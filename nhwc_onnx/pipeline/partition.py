@@ -5,10 +5,11 @@ other node that depends on a graph input goes to a dialect segment, converted by
 with that segment's boundary tensors as ``--inputs``/``--outputs``. Segments are scheduled as
 early as their inputs allow, which gives the fewest alternating segments for that labelling.
 A dialect segment whose conversion is refused hands the refused nodes to the standard side
-and the partition is made again; so does a boundary tensor the two dialect segments around
-it would hold in different layouts. A dialect island without a weight product (Conv,
-ConvTranspose, Gemm, MatMul) stays standard: it would add two segments and move no
-multiply-accumulate work. Constant subgraphs are copied into each segment that reads them.
+and the partition is made again (refused only for layout, it first holds the boundary
+tensors the value comes from in the source's axis order); so does a boundary tensor the two
+dialect segments around it would hold in different layouts. A dialect island without a
+weight product (Conv, ConvTranspose, Gemm, MatMul) stays standard: it would add two segments
+and move no multiply-accumulate work. Constant subgraphs are copied into each segment that reads them.
 """
 from __future__ import annotations
 
@@ -110,8 +111,7 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
     """The partition of a source whose conversion ``refusal`` refused. ``convert_segment(
     options)`` converts the source with other options and returns the dialect Model (it
     raises like ``convert``)."""
-    from ..frontends.topology import locate
-    from ..frontends.topology import SourceGraph, SourceNode
+    from ..frontends.topology import SourceGraph, SourceNode, locate
 
     source = read_source(source_path, options, run_unknown=True)
     graph = SourceGraph([SourceNode(source.names[i], n.op_type, source.node_reads(i),
@@ -146,6 +146,7 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
     cache: dict[tuple, object] = {}
     notes: list[str] = []
     islands: set[int] = set()  # nodes kept standard: no MACs to move
+    source_order: set[str] = set()  # boundary tensors held in the source's axis order
     for _round in range(MAX_ROUNDS * 4):
         segments = schedule(source, standard)
         if _merge_islands(source, segments, standard, notes, islands):
@@ -154,11 +155,17 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
         for k, seg in enumerate(segments):
             if seg.kind != DIALECT:
                 continue
-            key = (tuple(seg.inputs), tuple(seg.outputs))
+            kept = tuple(sorted(source_order & (set(seg.inputs) | set(seg.outputs))))
+            key = (tuple(seg.inputs), tuple(seg.outputs), kept)
             if key not in cache:
-                cache[key] = _convert_segment(source, seg, options, convert_segment)
+                cache[key] = _convert_segment(source, seg, options, convert_segment, kept)
             result = cache[key]
             if isinstance(result, UnsupportedOpError):
+                keep = _boundary_layouts_to_keep(source, seg, result, source_order)
+                if keep:  # resolved by the boundary: hold those tensors as the source does
+                    source_order.update(keep)
+                    retry = True
+                    break
                 if not take(result.problems) or _round >= MAX_ROUNDS:
                     notes.append(f"dialect segment {len(notes)}: its conversion was refused "
                                  f"({_first_line(result)}); its nodes run as standard ONNX")
@@ -202,8 +209,7 @@ def estimate(source_path: str, options: ConvertOptions, refusal: UnsupportedOpEr
     """One line: how ``--split`` would cut this refused source, from the refusals alone (no
     segment is converted, so a segment may still give up nodes): segments by kind and the
     share of MACs in dialect segments."""
-    from ..frontends.topology import locate
-    from ..frontends.topology import SourceGraph, SourceNode
+    from ..frontends.topology import SourceGraph, SourceNode, locate
 
     source = read_source(source_path, options)
     graph = SourceGraph([SourceNode(source.names[i], n.op_type, source.node_reads(i),
@@ -264,11 +270,37 @@ def _merge_islands(source: OnnxSource, segments: list[Planned], standard: set[in
     return changed
 
 
-def segment_options(source: OnnxSource, seg: Planned, options: ConvertOptions
-                    ) -> ConvertOptions:
+def _boundary_layouts_to_keep(source: OnnxSource, seg: Planned, refusal: UnsupportedOpError,
+                              kept: set[str]) -> set[str]:
+    """When a segment is refused only for layout (a node reads a value in the source's axis
+    order that the dialect stores NHWC), the segment's inputs that value comes from, made by
+    the pipeline (not its graph inputs, which the user's --keep-layout governs) and not kept
+    in the source's order yet; empty otherwise."""
+    if not refusal.problems or any(p.rule != "layout" for p in refusal.problems):
+        return set()
+    names = {source.names[i]: i for i in seg.nodes}
+    stack = [names[p.node] for p in refusal.problems if p.node in names]
+    members, seen, found = set(seg.nodes), set(), set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        for t in source.node_reads(i):
+            p = source.producer.get(t)
+            if p in members:
+                stack.append(p)
+            elif t in seg.inputs and t not in source.inputs:
+                found.add(t)
+    return found - kept
+
+
+def segment_options(source: OnnxSource, seg: Planned, options: ConvertOptions,
+                    source_order: tuple[str, ...] = ()) -> ConvertOptions:
     """The options that convert exactly this segment: its boundary as --inputs/--outputs,
     each input's shape (a symbolic batch as -1), the renames and preprocessing of its own
-    graph inputs and outputs."""
+    graph inputs and outputs; ``source_order``: boundary tensors kept in the source's axis
+    order."""
     graph_inputs = set(source.inputs)
     shapes = {k: v for k, v in options.input_shapes.items() if k in seg.inputs}
     for t in seg.inputs:
@@ -287,16 +319,17 @@ def segment_options(source: OnnxSource, seg: Planned, options: ConvertOptions
     return options.replace(
         inputs=tuple(seg.inputs), outputs=tuple(seg.outputs), input_shapes=shapes,
         exact_cut=False, rename={k: v for k, v in options.rename.items() if k in names},
-        keep_layout=tuple(n for n in options.keep_layout if n in names),
+        keep_layout=tuple(n for n in options.keep_layout if n in names) + tuple(
+            n for n in source_order if n not in options.keep_layout),
         mean={k: v for k, v in options.mean.items() if k in names or k == ""},
         std={k: v for k, v in options.std.items() if k in names or k == ""},
         reverse_channels=tuple(n for n in options.reverse_channels if n in names or n == ""))
 
 
 def _convert_segment(source: OnnxSource, seg: Planned, options: ConvertOptions,
-                     convert_segment):
+                     convert_segment, source_order: tuple[str, ...] = ()):
     try:
-        return convert_segment(segment_options(source, seg, options))
+        return convert_segment(segment_options(source, seg, options, source_order))
     except NhwcOnnxError as exc:
         if isinstance(exc, UnsupportedOpError) and not exc.problems:
             # a boundary the dialect cannot take: the readers of the tensor go standard

@@ -165,8 +165,11 @@ def read_source(path: str, options: ConvertOptions, *, run_unknown: bool = False
         shapes_at[probe] = dict(folder.shapes)
         source.dtypes = {**folder.dtypes, **{n: declared.get(n, ("float32",))[0] or "float32"
                                              for n in inputs}}
+        # a shape with an open dim (a graph output declared with the batch's name after such
+        # an op) is not known either
         missing = [o for i, n in enumerate(order) if source.live[i] for o in n.output
-                   if o and o not in shapes_at[probe]]
+                   if o and (shapes_at[probe].get(o) is None
+                             or any(d is None for d in shapes_at[probe][o]))]
         if missing and run_unknown:  # an op ONNX's inference does not know: run it
             found = _runtime_shapes(proto, shapes, source.dtypes, missing)
             shapes_at[probe].update({t: shape for t, (shape, _) in found.items()})

@@ -178,9 +178,31 @@ def conv_lstm(path: Path, cell: str = "LSTM") -> Path:
 
 
 def log_mel_cnn(path: Path) -> Path:
-    """A log-mel front on a spectrogram (N,1,F,T): power (Pow 2), mel filterbank (MatMul over
-    frequencies after a Transpose), Log(x + eps), then a CNN classifier."""
+    """A log-compressed spectrogram front on a magnitude spectrogram (N,1,F,T): power (Pow 2)
+    and Log(x + eps) on the input, before anything with multiply-accumulates, then a mel
+    filterbank applied to the log-power (MatMul over frequencies after a Transpose) and a CNN
+    classifier. The Log is refused, so the split starts with a standard segment."""
     b = Builder(5)
+    freq, mels, frames = 12, 10, 9
+    p = b.op("Pow", ["input", b.const(np.float32(2.0))], "power")
+    p = b.op("Add", [p, b.const(np.float32(1e-6))], "eps")
+    lg = b.op("Log", [p], "log")
+    t = b.op("Transpose", [lg], "to_time", perm=[0, 1, 3, 2])  # N,1,T,F
+    fb = np.abs(b.rng.standard_normal((freq, mels))).astype(np.float32)
+    m = b.op("MatMul", [t, b.const(fb)], "mel")  # N,1,T,M
+    x = b.conv(m, 1, 6, 3, "conv1")
+    x = b.op("Relu", [x], "relu1")
+    x = b.conv(x, 6, 8, 3, "conv2", stride=2)
+    out = b.head(x, 8, 4)
+    _rename_output(b, out, "logits")
+    return b.save(path, [("input", [N, 1, freq, frames])], [("logits", [N, 4])])
+
+
+def mel_then_log_cnn(path: Path) -> Path:
+    """The usual log-mel order on a magnitude spectrogram (N,1,F,T): power (Pow 2), the mel
+    filterbank (MatMul over frequencies after a Transpose: a per-pixel Dense on a rank-4
+    map), Log(x + eps), then a CNN classifier. Only the Log is refused."""
+    b = Builder(9)
     freq, mels, frames = 12, 10, 9
     p = b.op("Pow", ["input", b.const(np.float32(2.0))], "power")
     p = b.op("Transpose", [p], "to_time", perm=[0, 1, 3, 2])  # N,1,T,F
