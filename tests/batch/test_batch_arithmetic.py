@@ -340,11 +340,17 @@ def _batch_findings(tmp_path, model) -> list[str]:
     return sorted(p.node for p in loaded.batch_findings)
 
 
-def test_a_product_whose_rows_fold_the_batch_and_split_it_back_is_no_batch_number(tmp_path):
-    """Tensordot's two Reshapes (6N, 5) and (N, 6, 7) are per sample as a pair (a 1x1
-    convolution): the numbers computed from N in them are not findings; whether the pair
-    converts is the op selection's and the probe conversions' question."""
-    assert _batch_findings(tmp_path, _tensordot(["n1", "six_seven"])) == []
+def test_a_product_whose_rows_fold_the_batch_and_split_it_back_converts_per_pixel(tmp_path):
+    """Tensordot's two Reshapes (6N, 5) and (N, 6, 7) are per sample as a pair: the numbers
+    computed from N in them are no findings, and the pair converts as a 1x1 Conv that
+    matches onnxruntime at every batch size."""
+    model = _tensordot(["n1", "six_seven"])
+    assert _batch_findings(tmp_path, model) == []
+    source, out = tmp_path / "tensordot.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = nhwc_onnx.convert(source, out, NO_CUT)
+    assert result.report.target_ops.get("Conv") == 1
+    _matches_onnxruntime_at(source, out, {"x": (1, 6, 5)}, BATCH_SIZES)
 
 
 def test_rows_split_back_other_than_they_were_folded_are_batch_numbers(tmp_path):
