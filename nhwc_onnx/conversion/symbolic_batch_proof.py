@@ -53,6 +53,8 @@ def generalize(first: Model, second: Model, symbols: dict[str, str]) -> Generali
     (the first batch input's name is the model's). ``first`` is changed only when no problem
     is found."""
     g1, g2 = first.graph, second.graph
+    for graph, probe in zip((g1, g2), PROBES):
+        _products_per_pixel(graph, probe)
     batch_inputs = _batch_inputs(g1.inputs, g2.inputs)
     symbol = next((symbols[n] for n in batch_inputs if n in symbols), "N")
     result = Generalized(symbol)
@@ -77,6 +79,48 @@ def generalize(first: Model, second: Model, symbols: dict[str, str]) -> Generali
     result.problems += _symbolic_shapes(first)
     result.outputs = [v.name for v in g1.outputs if v.shape and v.shape[0] == symbol]
     return result
+
+
+def _products_per_pixel(graph, probe: int) -> None:
+    """A product by a constant matrix written with the batch folded into its rows and split
+    back (TensorFlow's Tensordot of a Dense on a rank >= 3 tensor: Reshape to (N*P, C) ->
+    Dense -> [AddBias] -> Reshape to (N, ..., M)) becomes the per-sample form it is: a 1x1
+    Conv of the map (a rank-4 input as it is, another one seen as (N, P, 1, C)); the Reshapes
+    then copy the batch. Same values, same products, in both probe conversions alike."""
+    for fold in list(graph.nodes):
+        x = fold.inputs[0] if fold.op == "Reshape" and fold.domain == DIALECT else None
+        if x is None or x.is_const or not x.shape or len(x.shape) < 3 or x.shape[0] != probe:
+            continue
+        rows, spatial, c = fold.outputs[0], tuple(x.shape[1:-1]), x.shape[-1]
+        dense = _sole_reader(rows)
+        if tuple(rows.shape or ()) != (probe * math.prod(spatial), c) or dense is None or \
+                dense.op != "Dense" or dense.inputs[0] is not rows or \
+                not dense.inputs[1].is_const or dense.inputs[1].const.shape[1:] != (c,):
+            continue
+        m = dense.inputs[1].const.shape[0]
+        product, back = dense.outputs[0], _sole_reader(dense.outputs[0])
+        bias = back if back is not None and back.op == "AddBias" else None
+        if bias is not None:
+            back = _sole_reader(bias.outputs[0])
+        if back is None or back.op != "Reshape" or \
+                tuple(back.outputs[0].shape or ()) != (probe, *spatial, m):
+            continue
+        grid = spatial if len(spatial) == 2 else (math.prod(spatial), 1)
+        fold.set_inputs([x, graph.constant(np.array([probe, *grid, c], np.int64),
+                                           f"{fold.name}/per_pixel")])
+        weight = np.asarray(dense.inputs[1].const).reshape(m, 1, 1, c)
+        dense.op = "Conv"
+        dense.set_inputs([rows, graph.constant(weight, f"{dense.name}/W"), *dense.inputs[2:]])
+        dense.attrs = {"kernel_shape": [1, 1], "strides": [1, 1], "dilations": [1, 1],
+                       "pads": "VALID", "group": 1}
+        rows.shape, product.shape = (probe, *grid, c), (probe, *grid, m)
+        if bias is not None:
+            bias.outputs[0].shape = product.shape
+
+
+def _sole_reader(value: Value) -> Node | None:
+    readers = value.consumers()
+    return readers[0] if len(readers) == 1 and value not in readers[0].graph.outputs else None
 
 
 def _batch_inputs(inputs1: list[Value], inputs2: list[Value]) -> list[str]:

@@ -7,14 +7,18 @@ slope in N (``value = slope * N + offset``, where ``offset = value - slope * pro
 where the element is no affine function of N (a Min, a comparison, a rounding division, a
 range). Slopes are carried exactly through the shape arithmetic exporters write (Shape,
 Gather, Slice, Concat, Unsqueeze, Cast, Add/Sub/Mul/Div by constants ...), as symbolic shape
-inference does; a value is tagged only when some slope is not 0.
+inference does; a value is tagged only when some slope is not 0. The passes' constant folding
+tags the core graph's values; the ONNX and TensorFlow frontends tag the values they fold
+themselves to read attributes.
 
 Two probe conversions agree on a value that happens to be equal at both sizes (``min(N, 5)``
 is 5 at 11 and at 13), so their agreement proves nothing here. After folding, every reader of
-a tagged value is a finding unless the dialect spells the batch there itself: index 0 of a
-Reshape target that is exactly N (slope 1, offset 0) while the Reshape's data carries the
-batch at axis 0 (written as 0, "copy axis 0"). ``symbolic_batch.finish`` refuses the findings
-both probe conversions make: a real dimension equal to one probe size is tagged only there.
+a tagged value is a finding (``Model.batch_findings``) unless the dialect spells the batch
+there itself: index 0 of a Reshape target that is exactly N (slope 1, offset 0) while the
+Reshape's data carries the batch at axis 0 (written as 0, "copy axis 0"), or of Resize sizes.
+A frontend taking a tagged value as any other attribute (a Slice bound, paddings) is a
+finding too. ``symbolic_batch.finish`` refuses the findings both probe conversions make: a
+real dimension equal to one probe size is tagged only there.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import NodeProblem
+from ..errors import NhwcOnnxError, NodeProblem
 from ..ir import Graph, Node, Value
 
 SLOPE = "batch_slope"  # Value.meta: float64 array shaped as the constant; NaN: not affine in N
@@ -195,8 +199,8 @@ def propagate(ins: Inputs, arrays: list[np.ndarray], probe: int) -> list[np.ndar
                                   np.dtype(ins.arrays[0].dtype).kind in "iu")]
         if op == "ReduceProd":
             return [_product_slope(ins, probe, arrays[0])]
-    except (ValueError, TypeError, ArithmeticError, LookupError):
-        return unknown
+    except (NhwcOnnxError, ValueError, TypeError, ArithmeticError, LookupError):
+        return unknown  # an evaluator refusing slopes: no affine form known, so none claimed
     return unknown
 
 

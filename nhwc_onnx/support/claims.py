@@ -24,6 +24,11 @@ NOTES = (
     ("Inputs that are parameters (shapes, axes, permutations, paddings, sizes, scales, "
     "bounds) must be constant or computed from static shapes, as in frozen graphs and "
     "exports."),
+    ("A symbolic batch is no static shape: a number computed from its size (Shape or Size of "
+    "a tensor that carries it, and what is computed from them) folds only where it is the "
+    "batch itself, as entry 0 of a Reshape target or of Resize sizes; any other use (a Min, a "
+    "comparison, a rounding division, data, another parameter) is refused with the remedy "
+    "--batch N."),
     ("Channels-first sources (ONNX, Caffe, NCHW TensorFlow) are stored NHWC: a node that "
     "would read a tensor in another axis order than it is stored (a Flatten or Reshape that "
     "mixes channels with spatial axes and feeds no weight product, ops joining tensors stored "

@@ -209,9 +209,9 @@ class ShapeFolder:
             cast = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(to)).kind
         names = list(node.input)
 
-        def evaluate(inputs: list) -> list:
-            feeds = {n: np.asarray(a) for n, a in zip(names, inputs) if n}
-            found = self._evaluate(node, feeds)
+        def evaluate(inputs: list) -> list:  # the node's own ONNX rules, on slope arrays
+            given = {n: np.asarray(a) for n, a in zip(names, inputs) if n}
+            found = self._evaluate(node, given)
             if found is None:
                 raise ValueError("not evaluable")
             return [np.asarray(f) for f in found if f is not None]

@@ -340,11 +340,17 @@ def _batch_findings(tmp_path, model) -> list[str]:
     return sorted(p.node for p in loaded.batch_findings)
 
 
-def test_a_product_whose_rows_fold_the_batch_and_split_it_back_is_no_batch_number(tmp_path):
-    """Tensordot's two Reshapes (6N, 5) and (N, 6, 7) are per sample as a pair (a 1x1
-    convolution): the numbers computed from N in them are not findings; whether the pair
-    converts is the op selection's and the probe conversions' question."""
-    assert _batch_findings(tmp_path, _tensordot(["n1", "six_seven"])) == []
+def test_a_product_whose_rows_fold_the_batch_and_split_it_back_converts_per_pixel(tmp_path):
+    """Tensordot's two Reshapes (6N, 5) and (N, 6, 7) are per sample as a pair: the numbers
+    computed from N in them are no findings, and the pair converts as a 1x1 Conv that
+    matches onnxruntime at every batch size."""
+    model = _tensordot(["n1", "six_seven"])
+    assert _batch_findings(tmp_path, model) == []
+    source, out = tmp_path / "tensordot.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = nhwc_onnx.convert(source, out, NO_CUT)
+    assert result.report.target_ops.get("Conv") == 1
+    _matches_onnxruntime_at(source, out, {"x": (1, 6, 5)}, BATCH_SIZES)
 
 
 def test_rows_split_back_other_than_they_were_folded_are_batch_numbers(tmp_path):
@@ -352,3 +358,50 @@ def test_rows_split_back_other_than_they_were_folded_are_batch_numbers(tmp_path)
     model = _tensordot(["n2", "three_seven"],
                        [helper.make_node("Mul", ["n1", "two"], ["n2"], name="twice")])
     assert _batch_findings(tmp_path, model) == ["Tensordot", "Tensordot/Reshape"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [(6, 5), (4, 6, 5)], ids=["rank3", "rank4"])
+def test_a_keras_dense_on_a_rank_3_or_4_tensor_keeps_the_batch_symbolic(tmp_path, shape):
+    """Keras writes Dense on (N, ..., C) as TensorFlow's Tensordot: the rows fold the batch
+    and are split back. With a symbolic batch it is a 1x1 Conv of the map; one file matches
+    Keras at batch 1, 3, 17 and 100."""
+    import keras
+
+    keras.utils.set_random_seed(2)
+    x = keras.Input(shape, name="img")
+    model = keras.Model(x, keras.layers.Dense(7, name="dense")(keras.layers.ReLU()(x)))
+    source, out = tmp_path / "dense.keras", tmp_path / "dense.onnx"
+    model.save(source)
+    result = nhwc_onnx.convert(source, out, NO_CUT)
+    assert result.report.batch["dim_param"] == "N"
+    assert result.report.target_ops.get("Conv") == 1 and "Dense" not in result.report.target_ops
+    for batch in BATCH_SIZES:
+        pixels = np.random.default_rng(batch).uniform(-1, 1, (batch, *shape)).astype(np.float32)
+        [got] = run_converted(out, {"img": pixels}).values()
+        assert_close({"y": got}, {"y": model(pixels).numpy()})
+
+
+@pytest.mark.slow
+def test_rows_split_back_into_other_samples_are_refused(tmp_path):
+    """x (N, 6, 5) -> (6N, 5) -> MatMul -> (2N, 3, 7): the split mixes samples; with a fixed
+    batch it converts and matches TensorFlow."""
+    import tensorflow as tf
+
+    weight = np.random.default_rng(4).standard_normal((5, 7)).astype(np.float32)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 6, 5], name="x")
+        rows = tf.matmul(tf.reshape(x, [-1, 5]), tf.constant(weight))
+        tf.identity(tf.reshape(rows, [-1, 3, 7], name="split"), name="y")
+    data = graph.as_graph_def().SerializeToString()
+    source = tmp_path / "split.pb"
+    source.write_bytes(data)
+    with pytest.raises(UnsupportedOpError) as info:
+        nhwc_onnx.convert(source, options=NO_CUT)
+    assert "split" in {p.node for p in info.value.problems}, str(info.value)
+    out = tmp_path / "fixed.onnx"
+    nhwc_onnx.convert(source, out, ConvertOptions(batch=3, exact_cut=False))
+    x3 = np.random.default_rng(3).uniform(-1, 1, (3, 6, 5)).astype(np.float32)
+    [got] = run_converted(out, {"x": x3}).values()
+    assert_close({"y": got}, {"y": _run_frozen(data, x3)})
