@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from tests.fuzz.claims import CONDITIONS, Made, _pin
+from tests.fuzz.claims import CONDITIONS, Made, _pin, core_condition
 from tests.fuzz.oracle import Verdict, judge, refused
 
 
@@ -223,10 +223,9 @@ def save_caffe_net(net: CaffeNet, path: Path) -> Path:
     return target
 
 
-_POOL = CONDITIONS[("onnx", "MaxPool")][0]
 _pin("caffe", "Pooling", "MAX or AVE without a mask top; with ceil rounding, a stride no "
-     "larger than the kernel; MaxPool: " + _POOL + "; AveragePool: "
-     + CONDITIONS[("onnx", "AveragePool")][0] + "; GlobalMaxPool: the input is a 4-D map; "
+     "larger than the kernel; MaxPool: " + core_condition("MaxPool")[0] + "; AveragePool: "
+     + core_condition("AveragePool")[0] + "; GlobalMaxPool: the input is a 4-D map; "
      "GlobalAveragePool: the input is a 4-D map", lambda f: f["stride_ok"])
 _pin("caffe", "Power", "power is 1, 2 or 3 (3: x*x*x within 2 float32 ulps, refused by "
      "--strict); a square root, reciprocal or other power has no dialect form",

@@ -167,6 +167,20 @@ _pin("onnx", "SpaceToDepth", "mode DCR (the only one before opset 25)", lambda f
 _pin("onnx", "Tile", "the repeats are constant", lambda f: True)
 
 
+# The ONNX converter's own part of a condition (before the core op's text from op_table).
+ONNX_PREFIX = {"MaxPool": "the Indices output is unused; ", "AveragePool": "dilations are 1; ",
+               "Pad": "pads are non-negative, mode constant, reflect or edge; ",
+               "Resize": "mode nearest or linear; ",
+               "BatchNormalization": "inference: training_mode 0, the statistics outputs "
+                                     "unused; "}
+
+
+def core_condition(onnx_op: str) -> tuple[str, Callable[[dict], bool]]:
+    """The core op's condition text (as other frontends quote it) and its predicate."""
+    text, predicate = CONDITIONS[("onnx", onnx_op)]
+    return text.removeprefix(ONNX_PREFIX.get(onnx_op, "")), predicate
+
+
 def claim_of(framework: str, op: str):
     return support_of(frontend_registry(framework), op)
 
