@@ -10,12 +10,24 @@ from tests.fuzz.onnx_graphs import ENABLED
 from tests.fuzz.regressions import onnx_cases
 
 
+def _pending(cases, name: str, enabled) -> list:
+    switch = cases.PENDING.get(name)
+    if switch and switch not in enabled:
+        return [pytest.mark.xfail(strict=True, reason=f"pending fix: '{switch}'")]
+    return []
+
+
 def _params():
     for name in onnx_cases.CASES:
-        switch = onnx_cases.PENDING.get(name)
-        marks = []
-        if switch and switch not in ENABLED:
-            marks = [pytest.mark.xfail(strict=True, reason=f"pending fix: '{switch}'")]
+        yield pytest.param(name, marks=_pending(onnx_cases, name, ENABLED), id=name)
+
+
+def _tf_params():
+    from tests.fuzz import tf_graphs
+    from tests.fuzz.regressions import tf_cases
+
+    for name in tf_cases.CASES:
+        marks = [pytest.mark.tf, *_pending(tf_cases, name, tf_graphs.ENABLED)]
         yield pytest.param(name, marks=marks, id=name)
 
 
@@ -42,3 +54,12 @@ def test_symbolic_batch_refusal_is_the_tables_note_and_batch_converts(tmp_path, 
     assert not verdict.converted and not verdict.failures, verdict
     assert verdict.explained and all(w.startswith(SYMBOLIC_BATCH_NOTE)
                                      for w in verdict.explained)
+
+
+@pytest.mark.parametrize("name", list(_tf_params()))
+def test_tf_fuzz_regression_converts_exactly_or_is_refused_as_claimed(tmp_path, name):
+    from tests.fuzz.regressions import tf_cases
+    from tests.fuzz.tf_graphs import check_tf_graph
+
+    verdict = check_tf_graph(tf_cases.CASES[name](), tmp_path)
+    assert not verdict.failures, "\n".join(verdict.failures)
