@@ -400,14 +400,13 @@ class _Builder:
         dims = (c, int(h * factors[2]), int(w * factors[3]))
         facts = {"factors": factors, "mode": mode, "in_hw": (h, w), "coord": "asymmetric",
                  "nearest": "floor"}
+        if self.opset < 9:
+            return Tensor(self.node("Upsample", [t.name], facts, mode=mode, scales=factors)[0],
+                          dims)
         scales = self.const(np.asarray(factors, np.float32))
         if self.opset < 10:
             attrs = {"mode": mode}
-            if self.opset < 9:
-                attrs["scales"] = factors
-                inputs = [t.name]
-            else:
-                inputs = [t.name, scales]
+            inputs = [t.name, scales]
             return Tensor(self.node("Upsample", inputs, facts, **attrs)[0], dims)
         if self.opset == 10:
             return Tensor(self.node("Resize", [t.name, scales], facts, mode=mode)[0], dims)

@@ -63,3 +63,48 @@ def test_tf_fuzz_regression_converts_exactly_or_is_refused_as_claimed(tmp_path, 
 
     verdict = check_tf_graph(tf_cases.CASES[name](), tmp_path)
     assert not verdict.failures, "\n".join(verdict.failures)
+
+
+def test_batchnorm_of_an_axis_not_stored_last_needs_allow_transpose(tmp_path):
+    """Without --allow-transpose the moved BatchNormalization is refused, naming the node."""
+    from nhwc_onnx import convert
+    from nhwc_onnx.errors import UnsupportedOpError
+    from nhwc_onnx.options import ConvertOptions
+
+    path = tmp_path / "bn.onnx"
+    path.write_bytes(onnx_cases.batchnorm_of_channel_reduced_map().model.SerializeToString())
+    with pytest.raises(UnsupportedOpError) as refusal:
+        convert(path, options=ConvertOptions(framework="onnx", exact_cut=False))
+    assert [p.node for p in refusal.value.problems] == ["bn"]
+    assert "layout Transpose" in str(refusal.value)
+
+
+def test_caffe_dilated_depthwise_convolution_matches_a_numpy_reference(tmp_path):
+    """Found as an OpenCV mismatch: OpenCV's dilated grouped Caffe convolution is wrong (off
+    by 2.8 here); the conversion equals the formula, so the fuzzer draws no such layer."""
+    import numpy as np
+
+    from nhwc_onnx import convert
+    from nhwc_onnx.frontends.caffe import random_weights
+    from nhwc_onnx.options import ConvertOptions
+    from nhwc_onnx.runtime import run
+    from tests.frontends.caffe.caffe_testlib import layer_types, write_caffemodel_pb
+
+    text = ('input: "data"\ninput_shape { dim: 1 dim: 2 dim: 7 dim: 8 }\n'
+            'layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" '
+            'convolution_param { num_output: 2 kernel_size: 3 pad: 1 dilation: 2 group: 2 } }')
+    proto = tmp_path / "net.prototxt"
+    proto.write_text(text)
+    _, blobs = random_weights(proto, ConvertOptions(seed=0))
+    write_caffemodel_pb(tmp_path / "net.caffemodel", blobs, layer_types(text))
+    w, b = blobs["conv"]
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 2, 7, 8)).astype(np.float32)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((1, 2, 5, 6))
+    for i in range(3):
+        for j in range(3):  # each tap reads every second cell
+            want += w[None, :, 0, i, j, None, None] * padded[:, :, 2 * i:2 * i + 5, 2 * j:2 * j + 6]
+    want += b[None, :, None, None]
+    model = convert(proto, options=ConvertOptions(weights=str(tmp_path / "net.caffemodel"))).model
+    got = next(iter(run(model, {model.graph.inputs[0].name: x.transpose(0, 2, 3, 1)}).values()))
+    assert np.abs(got.transpose(0, 3, 1, 2) - want).max() < 1e-5
