@@ -619,7 +619,10 @@ def _pool_out(hw, k, s, d, pads, auto, ceil):
             continue
         n = (total - span + (s[i] - 1 if ceil else 0)) // s[i] + 1
         if ceil and (n - 1) * s[i] >= size + pads[i]:
-            n -= 1  # the last window must start inside the input or its head padding
+            # onnxruntime drops a last window starting past the input, onnx's shape
+            # inference keeps it: a constant of either shape after it is refused by one of
+            # them (the converter follows onnxruntime: a named regression case)
+            return [0, 0]
         out.append(n)
     return out
 

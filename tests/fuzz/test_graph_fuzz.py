@@ -33,7 +33,7 @@ def run_slice(strategy, check, examples: int) -> Counter:
 
 def test_generated_onnx_graphs_convert_exactly_or_refuse_as_the_table_says(tmp_path):
     tally = run_slice(onnx_graphs(), lambda g: check_onnx_graph(g, tmp_path), 150)
-    # measured: 125 of 150 convert, 25 are refused, each refused node explained (16 s)
+    # measured: 125 of 150 convert, 25 are refused, each refused node explained (11-16 s)
     assert tally["converted"] >= 110 and tally["refused"] >= 15, tally
 
 
@@ -41,8 +41,8 @@ def test_generated_caffe_nets_convert_exactly_or_refuse_as_the_table_says(tmp_pa
     from tests.fuzz.caffe_nets import caffe_nets, check_caffe_net
 
     tally = run_slice(caffe_nets(), lambda n: check_caffe_net(n, tmp_path), 60)
-    # measured: 39 of 60 convert, 21 are refused (6 s)
-    assert tally["converted"] >= 33 and tally["refused"] >= 15, tally
+    # measured: 43 of 60 convert, 17 are refused (2-6 s)
+    assert tally["converted"] >= 36 and tally["refused"] >= 12, tally
 
 
 @pytest.mark.tf
@@ -50,7 +50,7 @@ def test_generated_tf_graphs_convert_exactly_or_refuse_as_the_table_says(tmp_pat
     from tests.fuzz.tf_graphs import check_tf_graph, tf_graphs
 
     tally = run_slice(tf_graphs(), lambda g: check_tf_graph(g, tmp_path), 30)
-    # measured: 21 of 30 convert, 9 are refused (22 s with TensorFlow's import)
+    # measured: 21 of 30 convert, 9 are refused (9-22 s with TensorFlow's import)
     assert tally["converted"] >= 17 and tally["refused"] >= 6, tally
 
 
