@@ -258,8 +258,11 @@ class _Builder:
         oh, ow = _pool_out((h, w), k, s, dil, pads, auto, ceil)
         if oh < 1 or ow < 1 or any(p >= kk for p, kk in zip(pads, k + k)):
             return None
+        spans = [(kk - 1) * dd + 1 for kk, dd in zip(k, dil)]
         facts = {"rank": 4, "dilated": dil != [1, 1], "nonneg": t.nonneg,
-                 "padded": any(pads) or auto.startswith("SAME") or ceil}
+                 "padded": any(pads) or auto.startswith("SAME") or ceil,
+                 "valid_partial": auto == "VALID" and ceil and any(
+                     n >= sp and (n - sp) % ss for n, sp, ss in zip((h, w), spans, s))}
         return Tensor(self.node(op, [t.name], facts, **attrs)[0], (c, oh, ow), t.nonneg)
 
     def batchnorm(self, t: Tensor) -> Tensor | None:

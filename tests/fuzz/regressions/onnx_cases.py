@@ -121,7 +121,18 @@ def ir3_initializers_not_listed_as_inputs():
     return _graph(nodes, (2, 3, 4), {"k": k}, opset=7, ir=3, batch=1, made=made)
 
 
-CASES = {f.__name__: f for f in (batch_size_minimum_as_data, ir3_initializers_not_listed_as_inputs, strided_slice_of_a_transposed_map,
+def valid_ceil_pool_with_a_partial_last_window():
+    """MaxPool(auto_pad VALID, ceil_mode 1, kernel 2, stride 2) on H 3: onnxruntime keeps the
+    last partial window (H 2), the ONNX spec's VALID size drops it (H 1); it converted to the
+    spec's H 1 with exit 0. Now refused as the MaxPool condition states."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], name="pool", auto_pad="VALID",
+                              ceil_mode=1, kernel_shape=[2, 1], strides=[2, 1])]
+    made = {"pool": Made("MaxPool", {"rank": 4, "valid_partial": True})}
+    return _graph(nodes, (2, 3, 4), {}, opset=10, ir=5, batch=1, made=made)
+
+
+CASES = {f.__name__: f for f in (batch_size_minimum_as_data,
+                                 valid_ceil_pool_with_a_partial_last_window, ir3_initializers_not_listed_as_inputs, strided_slice_of_a_transposed_map,
                                  ceil_pool_whose_last_window_starts_past_the_input, 
     batchnorm_of_channel_reduced_map, nonzero_pad_under_symbolic_batch,
     full_map_constant_divisor_under_symbolic_batch,

@@ -108,3 +108,10 @@ def test_caffe_dilated_depthwise_convolution_matches_a_numpy_reference(tmp_path)
     model = convert(proto, options=ConvertOptions(weights=str(tmp_path / "net.caffemodel"))).model
     got = next(iter(run(model, {model.graph.inputs[0].name: x.transpose(0, 2, 3, 1)}).values()))
     assert np.abs(got.transpose(0, 3, 1, 2) - want).max() < 1e-5
+
+
+def test_valid_ceil_pool_with_a_partial_window_is_refused_as_claimed(tmp_path):
+    verdict = check_onnx_graph(onnx_cases.valid_ceil_pool_with_a_partial_last_window(),
+                               tmp_path)
+    assert not verdict.converted and not verdict.failures, verdict
+    assert [w.split(":")[0] for w in verdict.explained] == ["MaxPool outside its condition"]
