@@ -98,7 +98,8 @@ def strided_slice_of_a_transposed_map():
     """Slice with step 2 on axis 2 of t = Transpose(x, perm 0,1,3,2) when t also feeds another
     Transpose: t is then stored with that axis in the channel place and the Slice is refused
     ('only positive steps on the H and W axes of a 4-D map'; without the second Transpose it
-    converts)."""
+    converts). A half-pixel linear Resize of such a tensor is refused the same way ('linear
+    resize factors [1, 1, 1, 2] are not [1, sH, sW, 1]')."""
     nodes = [helper.make_node("Transpose", ["x"], ["t"], name="t", perm=[0, 1, 3, 2]),
              helper.make_node("Transpose", ["t"], ["u"], name="u", perm=[0, 2, 1, 3]),
              helper.make_node("Slice", ["t", "st", "en", "ax", "sp"], ["y"], name="slice")]
