@@ -118,7 +118,8 @@ def main(argv=None) -> int:
         frontend = wanted[rnd % len(wanted)]
         strategy, check, save = table[frontend]
         t0 = time.monotonic()
-        found = run_round(frontend, strategy, check, ROUND, args.seed + rnd, tally)
+        size = min(ROUND, args.examples - done) if args.examples else ROUND
+        found = run_round(frontend, strategy, check, size, args.seed + rnd, tally)
         spent[frontend] += time.monotonic() - t0
         if found:
             key = failure_class(found["failures"][0])
