@@ -1,5 +1,6 @@
-# The two commands of the README: `make demo` and `make test`.
-# Both create .venv (python3 -m venv) and install nhwc-onnx with its dev extras on first use;
+# The commands of the README: `make demo`, `make test` and `make fuzz` (the graph fuzzer, for
+# FUZZ_SECONDS seconds or FUZZ_EXAMPLES graphs, 0 and 0: 60 s; FUZZ_SEED repeats a run, 0: random).
+# Each creates .venv (python3 -m venv) and install nhwc-onnx with its dev extras on first use;
 # the install is redone only when pyproject.toml changes (stamp file inside .venv).
 
 PYTHON ?= python3
@@ -7,13 +8,21 @@ VENV ?= .venv
 VENV_PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.nhwc-onnx-installed
 
-.PHONY: demo test
+FUZZ_SECONDS ?= 0
+FUZZ_EXAMPLES ?= 0
+FUZZ_SEED ?= 0
+
+.PHONY: demo test fuzz
 
 demo: $(INSTALLED)
 	$(VENV_PYTHON) examples/demo.py
 
 test: $(INSTALLED)
 	$(VENV_PYTHON) -m pytest
+
+fuzz: $(INSTALLED)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_SEED=$(FUZZ_SEED) \
+		$(VENV_PYTHON) -m tests.fuzz.run
 
 $(VENV_PYTHON):
 	$(PYTHON) -m venv $(VENV)

@@ -34,7 +34,7 @@ def test_install_names_exactly_the_makefile_targets():
     """The make commands the README offers (in Install; the install commands themselves are
     checked against the Makefile's recipes in test_readme_commands.py) are its user targets."""
     named = re.findall(r"`(make \w+)`", _section("Install"))
-    assert sorted(set(named)) == ["make demo", "make test"]
+    assert sorted(set(named)) == ["make demo", "make fuzz", "make test"]
     assert {f"make {t}" for t in _makefile_user_targets()} == set(named)
 
 

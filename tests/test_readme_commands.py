@@ -339,7 +339,7 @@ def test_the_shown_line_pattern():
 
 def test_install_commands_are_what_the_makefile_runs():
     """README's install commands are the Makefile's (its --quiet aside), and `make demo` /
-    `make test` are exactly the Makefile's user targets."""
+    `make test` / `make fuzz` are exactly the Makefile's user targets."""
     text = README.read_text(encoding="utf-8")
     install = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
     first_block = re.search(r"```sh\n(.*?)```", install, flags=re.DOTALL).group(1)
@@ -357,6 +357,6 @@ def test_install_commands_are_what_the_makefile_runs():
     assert commands == ["python3 -m venv .venv", ".venv/bin/python -m pip install -e '.[dev]'"]
     assert all(command in expanded for command in commands), expanded
     phony = re.search(r"^\.PHONY:(.*)$", makefile, flags=re.MULTILINE).group(1).split()
-    assert set(re.findall(r"`make (\w+)`", install)) == set(phony) == {"demo", "test"}
+    assert set(re.findall(r"`make (\w+)`", install)) == set(phony) == {"demo", "test", "fuzz"}
     assert "pip install nhwc-onnx" not in text  # there is no published package
     assert "python -m build" in install

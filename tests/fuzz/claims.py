@@ -80,7 +80,7 @@ def nearest_source_cells(out, scale, size, coord, nearest_mode) -> np.ndarray:
 
 
 def _max_pool_exact(f: dict) -> bool:
-    if f.get("indices_used") or f.get("rank", 4) != 4:
+    if f.get("indices_used") or f.get("rank", 4) != 4 or f.get("valid_partial"):
         return False
     return not (f.get("dilated") and f.get("padded") and not f.get("nonneg"))
 
@@ -109,10 +109,11 @@ for _op in ("Add", "Mul", "Sub", "Sum"):
     _pin("onnx", _op, _BROADCAST, _broadcast_exact)
 _pin("onnx", "Mean", _BROADCAST + " (x * (1/n): exact for n a power of two, else refused by "
      "--strict)", _broadcast_exact)
-_pin("onnx", "AveragePool", "dilations are 1; a 2-D pool of a 4-D map without dilation whose "
+_VALID_CEIL = "auto_pad VALID only with ceil_mode 0 or whole windows; "
+_pin("onnx", "AveragePool", "dilations are 1; " + _VALID_CEIL + "a 2-D pool of a 4-D map without dilation whose "
      "windows read the same cells as a SAME or VALID pool (another divisor is corrected by a "
      "constant ratio map, refused by --strict)",
-     lambda f: not f.get("dilated") and f.get("rank", 4) == 4)
+     lambda f: not f.get("dilated") and f.get("rank", 4) == 4 and not f.get("valid_partial"))
 _pin("onnx", "BatchNormalization", "inference: training_mode 0, the statistics outputs unused; "
      "scale, bias, mean and variance are constant and it normalises the channel axis (folded "
      "into the convolution or Dense before it when it can be)", lambda f: True)
@@ -141,7 +142,7 @@ _pin("onnx", "HardSwish", "the input has rank 2 or more (a channel axis)",
 _pin("onnx", "MatMul", "a constant second operand multiplies a 2-D first operand (Dense), or "
      "both operands are computed (MatMul)",
      lambda f: (f["weight_constant"] and f["rank"] == 2) or not f["weight_constant"])
-_pin("onnx", "MaxPool", "the Indices output is unused; a 2-D pool of a 4-D map whose windows "
+_pin("onnx", "MaxPool", "the Indices output is unused; " + _VALID_CEIL + "a 2-D pool of a 4-D map whose windows "
      "have an exact form: SAME or VALID, a zero Pad in front on an input >= 0, else border "
      "cells replicated; a dilated pool as shifted Slices and Max (padding only on an input "
      ">= 0)", _max_pool_exact)
@@ -165,6 +166,21 @@ _pin("onnx", "Softmax", "it normalises the last axis with more than one element 
      "NHWC layout); --allow-transpose moves another axis last", _softmax_last_axis)
 _pin("onnx", "SpaceToDepth", "mode DCR (the only one before opset 25)", lambda f: True)
 _pin("onnx", "Tile", "the repeats are constant", lambda f: True)
+
+
+# The ONNX converter's own part of a condition (before the core op's text from op_table).
+ONNX_PREFIX = {"MaxPool": "the Indices output is unused; " + _VALID_CEIL,
+               "AveragePool": "dilations are 1; " + _VALID_CEIL,
+               "Pad": "pads are non-negative, mode constant, reflect or edge; ",
+               "Resize": "mode nearest or linear; ",
+               "BatchNormalization": "inference: training_mode 0, the statistics outputs "
+                                     "unused; "}
+
+
+def core_condition(onnx_op: str) -> tuple[str, Callable[[dict], bool]]:
+    """The core op's condition text (as other frontends quote it) and its predicate."""
+    text, predicate = CONDITIONS[("onnx", onnx_op)]
+    return text.removeprefix(ONNX_PREFIX.get(onnx_op, "")), predicate
 
 
 def claim_of(framework: str, op: str):

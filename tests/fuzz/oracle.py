@@ -15,9 +15,12 @@ from nhwc_onnx.support.claims import NOTES
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.runtime import run
 from nhwc_onnx.verification.compare import to_converted_layout, to_source_layout
-from tests.fuzz.claims import Made, explained, must_refuse
+from tests.fuzz.claims import Made, claim_of, explained, must_refuse
 
 TOL = 1e-4
+# Dialect ops any conversion may add: a Reshape of a graph input or output (N,C,L maps are
+# stored N,L,C), the layout Transposes --allow-transpose inserts.
+PLUMBING = frozenset({"Reshape", "Transpose"})
 SYMBOLIC_BATCHES = (1, 3)
 FIXED_BATCH = 3
 # The table's note that explains a [batch] refusal under a symbolic batch.
@@ -93,6 +96,11 @@ def judge(framework: str, path: Path, made: Mapping[str, Made], batches,
     for name, m in made.items():
         if must_refuse(framework, m):
             verdict.failures.append(f"claimed never, converted: node '{name}' ({m.op})")
+    claimed = set(PLUMBING).union(*(claim_of(framework, m.op).dialect_ops
+                                    for m in made.values()))
+    unclaimed = set(model.graph.op_counts()) - claimed
+    if unclaimed:
+        verdict.failures.append(f"dialect ops no claim lists: {sorted(unclaimed)}")
     if source_run is None:  # the package's verify: the source in its own runtime (TF, OpenCV)
         from nhwc_onnx import verify
 

@@ -118,7 +118,9 @@ def main(argv=None) -> int:
         frontend = wanted[rnd % len(wanted)]
         strategy, check, save = table[frontend]
         t0 = time.monotonic()
-        found = run_round(frontend, strategy, check, ROUND, args.seed + rnd, tally)
+        size = ROUND if not args.examples else max(1, min(
+            ROUND, args.examples // len(wanted), args.examples - done))  # every frontend a share
+        found = run_round(frontend, strategy, check, size, args.seed + rnd, tally)
         spent[frontend] += time.monotonic() - t0
         if found:
             key = failure_class(found["failures"][0])

@@ -211,11 +211,30 @@ def _pool_attrs(ctx: NodeCtx) -> dict:
     kernel = ctx.attr("kernel_shape")
     if kernel is None:
         ctx.refuse("kernel_shape is required")
-    return {
+    attrs = {
         "kernel_shape": _positive(ctx, "kernel_shape", [1, 1]),
         "strides": _positive(ctx, "strides", [1, 1]), "pads": _pads(ctx, mode),
         "auto_pad": mode, "ceil_mode": int(ctx.attr("ceil_mode", 0)), "data_format": "NCHW",
     }
+    if mode == "VALID" and attrs["ceil_mode"]:
+        _refuse_partial_valid_window(ctx, attrs)
+    return attrs
+
+
+def _refuse_partial_valid_window(ctx: NodeCtx, attrs: dict) -> None:
+    """auto_pad VALID with ceil_mode 1: the ONNX spec's VALID size drops a last partial
+    window, onnxruntime keeps it; refused where they differ (or the size is unknown)."""
+    shape = ctx.shape(0)
+    dilations = _positive(ctx, "dilations", [1, 1])
+    sizes = shape[2:] if shape is not None and len(shape) == 4 else [None, None]
+    for size, k, s, d in zip(sizes, attrs["kernel_shape"], attrs["strides"], dilations):
+        span = (k - 1) * d + 1
+        if size is None or (size >= span and (size - span) % s):
+            ctx.refuse(f"{VALID_CEIL_CONDITION}: a last partial window (kernel {k}, stride "
+                       f"{s}) that the ONNX spec drops and onnxruntime keeps")
+
+
+VALID_CEIL_CONDITION = "auto_pad VALID only with ceil_mode 0 or whole windows"
 
 
 def _pool_1d(ctx: NodeCtx, op: str, extra: dict) -> None:
@@ -233,7 +252,7 @@ def _pool_1d(ctx: NodeCtx, op: str, extra: dict) -> None:
 
 
 @REGISTRY.register("MaxPool", emits=("MaxPool", "Reshape"),
-                   condition="the Indices output is unused")
+                   condition=f"the Indices output is unused; {VALID_CEIL_CONDITION}")
 def max_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D max pooling (the Indices output is refused); 1-D as a 1 x k window."""
     if len(ctx.proto.output) > 1 and ctx.proto.output[1] and ctx.is_used(ctx.proto.output[1]):
@@ -247,7 +266,7 @@ def max_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
 
 
 @REGISTRY.register("AveragePool", emits=("AveragePool", "Reshape"),
-                   condition="dilations are 1")
+                   condition=f"dilations are 1; {VALID_CEIL_CONDITION}")
 def average_pool(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """2-D average pooling (count_include_pad and ceil_mode kept); 1-D as a 1 x k window."""
     if _is_1d(ctx):

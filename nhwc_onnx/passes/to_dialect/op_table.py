@@ -243,7 +243,7 @@ TABLE: dict[str, Lowering] = {
                               select=select_spatial.global_pool,
                               refuted=_rank_not(4, "the input is not a 4-D map")),
     "BatchNormalization": Lowering(WHEN, ("BatchNormalization", "Conv", "DepthwiseConv2d",
-                                          "Dense", "ConvTranspose", "AddBias"),
+                                          "Dense", "ConvTranspose", "AddBias", "Transpose"),
                                    "scale, bias, mean and variance are constant and it "
                                    "normalises the channel axis (folded into the convolution "
                                    "or Dense before it when it can be)",

@@ -164,18 +164,24 @@ def softmax(graph: Graph, node: Node, ctx: PassContext) -> bool:
 def _softmax_moved_last(graph: Graph, node: Node, ctx: PassContext, axis: int) -> bool:
     """--allow-transpose: swap ``axis`` with the last one, Softmax there, swap back (a warning
     per inserted Transpose)."""
+    rank = len(node.input(0).shape)
+    return _on_moved_axis(graph, node, ctx, axis, "Softmax", [], {"axis": rank - 1})
+
+
+def _on_moved_axis(graph: Graph, node: Node, ctx: PassContext, axis: int, op: str,
+                   params: list, attrs: dict) -> bool:
+    """--allow-transpose: swap ``axis`` of the node's input with the last one, apply ``op``
+    (input, *params) there, swap back (a warning per inserted Transpose)."""
     x = node.input(0)
-    rank = len(x.shape)
-    perm = list(range(rank))
+    perm = list(range(len(x.shape)))
     perm[axis], perm[-1] = perm[-1], perm[axis]  # its own inverse
     moved_shape = [x.shape[a] for a in perm]
     moved = emit(graph, "Transpose", [x], {"perm": perm}, f"{node.name}/axis_last",
                  moved_shape)
-    soft = emit(graph, "Softmax", [moved], {"axis": rank - 1}, f"{node.name}/last_axis",
-                moved_shape)
-    become(node, "Transpose", [soft], {"perm": perm})
+    result = emit(graph, op, [moved, *params], attrs, f"{node.name}/last_axis", moved_shape)
+    become(node, "Transpose", [result], {"perm": perm})
     for t in (moved.producer(), node):
-        ctx.warn(f"inserted Transpose '{t.name}' (perm {perm}) for Softmax '{node.name}': its "
+        ctx.warn(f"inserted Transpose '{t.name}' (perm {perm}) for {op} '{node.name}': its "
                  f"axis {axis} is not the last axis of {tuple(x.shape)}")
         ctx.record("layout", t.name, f"inserted Transpose {perm}", perm=perm)
     return True
@@ -314,22 +320,9 @@ def batchnorm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     names = ("scale", "B", "mean", "var")
     weights = [const(graph, v, f"{node.name}/{n}") for v, n in zip(vecs, names)]
     epsilon = {"epsilon": float(attr(node, "epsilon"))}
-    if axis == x.rank - 1:
-        become(node, "BatchNormalization", [x] + weights, epsilon)
-        return True
-    # --allow-transpose: swap the axis with the last one, normalise there, swap back
-    perm = list(range(x.rank))
-    perm[axis], perm[-1] = perm[-1], perm[axis]  # its own inverse
-    moved_shape = [x.shape[a] for a in perm]
-    moved = emit(graph, "Transpose", [x], {"perm": perm}, f"{node.name}/axis_last",
-                 moved_shape)
-    normed = emit(graph, "BatchNormalization", [moved] + weights, epsilon,
-                  f"{node.name}/last_axis", moved_shape)
-    become(node, "Transpose", [normed], {"perm": perm})
-    for t in (moved.producer(), node):
-        ctx.warn(f"inserted Transpose '{t.name}' (perm {perm}) for BatchNormalization "
-                 f"'{node.name}': its axis {axis} is not the last axis of {tuple(x.shape)}")
-        ctx.record("layout", t.name, f"inserted Transpose {perm}", perm=perm)
+    if axis != x.rank - 1:
+        return _on_moved_axis(graph, node, ctx, axis, "BatchNormalization", weights, epsilon)
+    become(node, "BatchNormalization", [x] + weights, epsilon)
     return True
 
 

@@ -1,6 +1,7 @@
 """Failures the graph fuzzer found, shrunk by hypothesis and kept as small ONNX builders, each
-named for what it shows. ``PENDING`` names the generator switch (tests/fuzz/onnx_graphs.py)
-of a class another change is fixing: those cases fail today (strict xfail) until it lands."""
+named for what it shows. ``PENDING`` maps a case that fails today (a strict xfail) to the
+generator switch of its class when another change is fixing it (tests/fuzz/onnx_graphs.py), or
+to "unfixed: ..." for a class found and not fixed yet."""
 from __future__ import annotations
 
 import numpy as np
@@ -93,12 +94,53 @@ def ceil_pool_whose_last_window_starts_past_the_input():
     return _graph(nodes, (2, 3, 4), {}, opset=10, ir=5, made=made)
 
 
+def strided_slice_of_a_transposed_map():
+    """Slice with step 2 on axis 2 of t = Transpose(x, perm 0,1,3,2) when t also feeds another
+    Transpose: t is then stored with that axis in the channel place and the Slice is refused
+    ('only positive steps on the H and W axes of a 4-D map'; without the second Transpose it
+    converts). A half-pixel linear Resize of such a tensor is refused the same way ('linear
+    resize factors [1, 1, 1, 2] are not [1, sH, sW, 1]')."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], name="t", perm=[0, 1, 3, 2]),
+             helper.make_node("Transpose", ["t"], ["u"], name="u", perm=[0, 2, 1, 3]),
+             helper.make_node("Slice", ["t", "st", "en", "ax", "sp"], ["y"], name="slice")]
+    inits = {"st": np.array([0], np.int64), "en": np.array([1], np.int64),
+             "ax": np.array([2], np.int64), "sp": np.array([2], np.int64)}
+    made = {"t": Made("Transpose"), "u": Made("Transpose"),
+            "slice": Made("Slice", {"steps_ok": True})}
+    return _graph(nodes, (2, 3, 4), inits, opset=10, ir=5, batch=1, made=made)
+
+
+def ir3_initializers_not_listed_as_inputs():
+    """IR 3 file whose constant operand is an initializer only (onnxruntime runs it): onnx's
+    IR-3 shape inference ignores it, so the GlobalAveragePool after the Add was refused as
+    'the rank of the input is unknown'."""
+    nodes = [helper.make_node("Add", ["x", "k"], ["a"], name="add"),
+             helper.make_node("GlobalAveragePool", ["a"], ["y"], name="pool")]
+    k = np.linspace(-1, 1, 24).reshape(1, 2, 3, 4).astype(np.float32)
+    made = {"add": Made("Add", {"broadcast": "full"}), "pool": Made("GlobalAveragePool",
+                                                                    {"rank": 4})}
+    return _graph(nodes, (2, 3, 4), {"k": k}, opset=7, ir=3, batch=1, made=made)
+
+
+def valid_ceil_pool_with_a_partial_last_window():
+    """MaxPool(auto_pad VALID, ceil_mode 1, kernel 2, stride 2) on H 3: onnxruntime keeps the
+    last partial window (H 2), the ONNX spec's VALID size drops it (H 1); it converted to the
+    spec's H 1 with exit 0. Now refused as the MaxPool condition states."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], name="pool", auto_pad="VALID",
+                              ceil_mode=1, kernel_shape=[2, 1], strides=[2, 1])]
+    made = {"pool": Made("MaxPool", {"rank": 4, "valid_partial": True})}
+    return _graph(nodes, (2, 3, 4), {}, opset=10, ir=5, batch=1, made=made)
+
+
 CASES = {f.__name__: f for f in (batch_size_minimum_as_data,
+                                 valid_ceil_pool_with_a_partial_last_window, ir3_initializers_not_listed_as_inputs, strided_slice_of_a_transposed_map,
                                  ceil_pool_whose_last_window_starts_past_the_input, 
     batchnorm_of_channel_reduced_map, nonzero_pad_under_symbolic_batch,
     full_map_constant_divisor_under_symbolic_batch,
     average_pool_divisor_fix_under_symbolic_batch)}
 # case -> the generator switch of the class another change is fixing
-PENDING = {"batch_size_minimum_as_data": "batch-arithmetic"}
+PENDING = {"batch_size_minimum_as_data": "batch-arithmetic",
+           "ir3_initializers_not_listed_as_inputs": "ir3-unlisted-initializers",
+           "strided_slice_of_a_transposed_map": "unfixed: strided slice of a reordered map"}
 
 __all__ = ["CASES", "PENDING", "onnx"]
