@@ -28,7 +28,7 @@ PENDING = {
                         "to the probes' value: wrong at other batch sizes)",
 }
 # The integrator adds a name here once the fix of its class is merged.
-ENABLED_BY_DEFAULT: frozenset[str] = frozenset()
+ENABLED_BY_DEFAULT: frozenset[str] = frozenset({"batch-arithmetic", "ir3-unlisted-initializers"})
 _env = os.environ.get("FUZZ_ENABLE", "")
 ENABLED = ENABLED_BY_DEFAULT | (frozenset(PENDING) if _env == "all"
                                 else frozenset(n for n in _env.split(",") if n))

@@ -24,7 +24,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 # Idioms whose false refusal another change is fixing (see onnx_graphs.PENDING).
 PENDING = {"tf-channel-shuffle": "ShuffleNet's Reshape->Transpose->Reshape on the NHWC map"}
-ENABLED_BY_DEFAULT: frozenset[str] = frozenset()
+ENABLED_BY_DEFAULT: frozenset[str] = frozenset({"tf-channel-shuffle"})
 _env = os.environ.get("FUZZ_ENABLE", "")
 ENABLED = ENABLED_BY_DEFAULT | (frozenset(PENDING) if _env == "all"
                                 else frozenset(n for n in _env.split(",") if n))
