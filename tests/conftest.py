@@ -52,7 +52,7 @@ def _reports_follow_the_schema(request, monkeypatch):
     """Every report written in this process (``outputs.write_json`` with the role "report") is
     checked before it is written; after the test, every report file left in its ``tmp_path``
     (written by a child process too) is checked."""
-    from nhwc_onnx import outputs
+    from nhwc_onnx.files import writes as outputs
 
     write_json = outputs.write_json
 

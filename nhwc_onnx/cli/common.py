@@ -171,7 +171,7 @@ def tolerance_options(command):
 def verification_options(command):
     """--input, --layers, --samples and --html, the same for convert --verify and verify."""
     for decorate in reversed((
-        names_option("--input", "input_files", metavar="NAME=FILE.npy",
+        names_option("--input", "feeds", metavar="NAME=FILE.npy",
                      help="Input value in the source layout, keyed by the converted model's "
                           "input name (default: seeded random)."),
         click.option("--layers", is_flag=True,

@@ -81,7 +81,7 @@ from .common import (
 def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
             output_dir: str | None, report_path: str | None, no_cut: bool, split: bool,
             do_verify: bool, bisect: bool, atol: float, rtol: float,
-            input_files: tuple[str, ...], layers: bool, samples: int, html_path: str | None,
+            feeds: tuple[str, ...], layers: bool, samples: int, html_path: str | None,
             jobs: int, **params) -> None:
     """Convert TensorFlow, Caffe or ONNX models to the NHWC dialect.
 
@@ -98,7 +98,7 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     if output and output_dir:
         raise UsageError("-o names the output file of one source, --output-dir the folder of a "
                          "batch: give one of them")
-    inputs = parse_input_files(input_files)
+    inputs = parse_input_files(feeds)
     if not do_verify and (layers or samples != 1 or html_path or inputs):
         given = [o for o, on in (("--input", inputs), ("--layers", layers),
                                  ("--samples", samples != 1), ("--html", html_path)) if on]
@@ -140,14 +140,14 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         targets.append(("HTML page", Path(html_path)))
     # before the (long) conversion; no output may replace a source or an --input file
     plan_targets(targets, source_files(source, options) + [Path(f) for _, f in inputs])
-    feeds = None
+    arrays = None
     if inputs:
         from ..files.npy import load_npy
 
-        feeds = {name: load_npy(file) for name, file in inputs}
+        arrays = {name: load_npy(file) for name, file in inputs}
     stages = StageReporter(source, wanted(settings.verbosity < 0))
     check = VerifyBeforeWrite(source, options, atol=atol, rtol=rtol, bisect=bisect,
-                              layers=layers or bool(html_path), samples=samples, feeds=feeds,
+                              layers=layers or bool(html_path), samples=samples, feeds=arrays,
                               started=lambda: stages("verify")) if do_verify else None
     refusal = None
     with all_or_nothing():  # the model, its report and its page: all written, or none
@@ -232,7 +232,7 @@ def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Human-readable report or JSON.")
 @click.pass_obj
-def verify(settings: Settings, source: str, converted: str, input_files: tuple[str, ...],
+def verify(settings: Settings, source: str, converted: str, feeds: tuple[str, ...],
            atol: float, rtol: float, bisect: bool, layers: bool, samples: int,
            html_path: str | None, fmt: str, **params) -> None:
     """Compare a converted model with its source on the same inputs (exit 3 if they differ)."""
@@ -241,7 +241,7 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
     from ..files.npy import load_npy
 
     options = convert_options(params)
-    inputs = parse_input_files(input_files)
+    inputs = parse_input_files(feeds)
     if html_path:  # checked before anything is read or run
         from ..files.writes import plan_targets
 

@@ -207,7 +207,10 @@ def manifest_path(path: str | Path) -> Path:
 
 def is_pipeline(path: str | Path) -> bool:
     p = Path(path)
-    return (p.is_dir() and (p / MANIFEST).is_file()) or (p.name == MANIFEST and p.is_file())
+    try:
+        return (p.is_dir() and (p / MANIFEST).is_file()) or (p.name == MANIFEST and p.is_file())
+    except OSError:  # a name too long, a loop of links: not a pipeline (its reader says why)
+        return False
 
 
 def read_manifest(path: str | Path) -> Manifest:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InvalidModelError, UsageError
+from ..errors import InvalidModelError, MissingDependencyError, UsageError
 from ..ir.input_shapes import batch_symbol, find_override, input_shape
 from ..options import ConvertOptions
 from ..schemas.symbolic_batch import PROBES
@@ -190,12 +190,14 @@ def read_source(path: str, options: ConvertOptions, *, run_unknown: bool = False
 
 def _runtime_shapes(proto, input_shapes: dict, dtypes: dict, tensors: list[str]) -> dict:
     """tensor -> (shape, dtype) as onnxruntime computes them on zero inputs of
-    ``input_shapes``; empty when onnxruntime is missing or cannot run the source."""
+    ``input_shapes``; empty when onnxruntime cannot run the source."""
+    import onnx
+
     try:
-        import onnx
         import onnxruntime as ort
-    except ImportError:
-        return {}
+    except ImportError as exc:
+        raise MissingDependencyError("onnxruntime", "verify",
+                                     "splitting a model into segments") from exc
     model = onnx.ModelProto()
     model.CopyFrom(proto)
     known = {o.name for o in model.graph.output}

@@ -150,8 +150,11 @@ def _tf_op_exists(name: str) -> bool:
     try:
         import tensorflow  # noqa: F401 - registers the raw ops
         from tensorflow.python.framework import op_def_registry
-    except ImportError:
-        return False
+    except ImportError as exc:
+        from ..errors import MissingDependencyError
+
+        raise MissingDependencyError("tensorflow", "tf",
+                                     "naming a TensorFlow op without a converter") from exc
     return op_def_registry.get(name) is not None
 
 

@@ -70,9 +70,10 @@ def test_batch_writes_the_refusal_report_and_the_table_keeps_every_line(tmp_path
     table = proc.stdout.splitlines()
     row = next(i for i, line in enumerate(table) if line.startswith(str(refused)))
     assert "cannot convert 2 onnx node(s) exactly (Cos x1, Sin x1):" in table[row]
-    below = table[row + 1:row + 4]
+    below = table[row + 1:row + 5]
     assert any("node 'odd_sin' (Sin)" in line for line in below), proc.stdout
     assert any("node 'odd_cos' (Cos)" in line for line in below), proc.stdout
+    assert below[-2].strip().startswith("with --split (estimated from these refusals): ")
     assert below[-1].strip() == "to convert the part that is exact (1 of 3 source nodes): " \
                                 "--outputs r", proc.stdout
     assert table[-1] == "1 of 2 converted"

@@ -208,7 +208,7 @@ def test_kill_reaches_the_workers_at_once_even_when_no_model_finishes(tmp_path):
 
 _SIGNAL_IN_A_FINALIZER = """
 import os, signal, sys
-from nhwc_onnx import signals
+from nhwc_onnx.files import signals
 from nhwc_onnx.files.writes import atomic_write_text
 
 class Finalized:
@@ -240,7 +240,7 @@ def test_a_signal_whose_exception_a_finalizer_swallows_still_stops_the_write(tmp
 
 _WORKER = """
 import os, signal, sys
-from nhwc_onnx import signals
+from nhwc_onnx.files import signals
 
 signals.install_in_worker()
 if sys.argv[1] == "busy":

@@ -106,7 +106,8 @@ def test_no_weight_waits_for_the_cycle_collector(tmp_path, source, weights):
 # converted model (a graph of cycles) must still be gone before the next one starts.
 _BATCH_OF_THREE = textwrap.dedent("""
     import gc, json, sys
-    from nhwc_onnx import batch, cli
+    from nhwc_onnx import cli
+    from nhwc_onnx.conversion import several as batch
     from nhwc_onnx.options import ConvertOptions
     from nhwc_onnx.ir import Graph
     source, out_dir = sys.argv[1:]
@@ -129,7 +130,8 @@ def test_a_batch_frees_each_model_before_the_next(tmp_path):
 # graph must be gone before the next attempt, so the search does not pile graphs up.
 _CUT_ATTEMPTS = textwrap.dedent("""
     import gc, json, sys
-    from nhwc_onnx import api, cli, cut
+    from nhwc_onnx import api, cli
+    from nhwc_onnx.conversion import cut
     from nhwc_onnx.errors import UnsupportedOpError
     from nhwc_onnx.options import ConvertOptions
     from nhwc_onnx.ir import Graph

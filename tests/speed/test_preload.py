@@ -121,7 +121,8 @@ def test_command_name_skips_the_groups_flags():
 # would interrupt the early imports.
 _EARLY_IMPORT_FAILS = textwrap.dedent("""
     import importlib, json, signal, sys
-    from nhwc_onnx import cli, signals
+    from nhwc_onnx import cli
+    from nhwc_onnx.files import signals
     failure = sys.argv.pop(1)
     real = importlib.import_module
 
