@@ -95,10 +95,29 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         mean=parse_channel_values(params["mean"], "--mean"),
         std=parse_channel_values(params["std"], "--std"),
         reverse_channels=params["reverse_channels"], exact_cut=not no_cut)
+    inputs = parse_input_files(feeds)
+    _check_usage(sources, output, output_dir, split, bisect, html_path, inputs, do_verify,
+                 layers, samples)
+    if len(sources) > 1 or output_dir:
+        raise SystemExit(_convert_many(settings, sources, Path(output_dir), options, jobs,
+                                       do_verify, atol, rtol, report_path, layers, samples))
+    if split:
+        from .pipeline import convert_split
+
+        raise SystemExit(convert_split(settings, sources[0], output, options, do_verify=do_verify,
+                                       atol=atol, rtol=rtol, layers=layers, samples=samples,
+                                       report_path=report_path,
+                                       format_verification=format_verification))
+    raise SystemExit(_convert_one(settings, sources[0], output, options, inputs, report_path,
+                                  html_path, do_verify, atol, rtol, bisect, layers, samples))
+
+
+def _check_usage(sources, output, output_dir, split: bool, bisect: bool, html_path, inputs,
+                 do_verify: bool, layers: bool, samples: int) -> None:
+    """The combinations of options that mean nothing together: usage errors (exit 2)."""
     if output and output_dir:
         raise UsageError("-o names the output file of one source, --output-dir the folder of a "
                          "batch: give one of them")
-    inputs = parse_input_files(feeds)
     if not do_verify and (layers or samples != 1 or html_path or inputs):
         given = [o for o, on in (("--input", inputs), ("--layers", layers),
                                  ("--samples", samples != 1), ("--html", html_path)) if on]
@@ -117,24 +136,20 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         if inputs:
             raise UsageError("--input feeds the verification of one model; several sources "
                              "are verified on seeded random inputs")
-        raise SystemExit(_convert_many(settings, sources, Path(output_dir), options, jobs,
-                                       do_verify, atol, rtol, report_path, layers, samples))
-    if not output:
+    elif not output:
         raise UsageError("missing -o/--output")
-    if split:
-        from .pipeline import convert_split
 
-        raise SystemExit(convert_split(settings, sources[0], output, options, do_verify=do_verify,
-                                       atol=atol, rtol=rtol, layers=layers, samples=samples,
-                                       report_path=report_path,
-                                       format_verification=format_verification))
+
+def _convert_one(settings: Settings, source: str, output: str, options, inputs, report_path,
+                 html_path, do_verify: bool, atol: float, rtol: float, bisect: bool,
+                 layers: bool, samples: int) -> int:
+    """One source to ``output`` (with its report and page): all written, or none."""
     from ..api import VerifyBeforeWrite, source_files, write_report
     from ..api import convert as api_convert
     from ..files.writes import all_or_nothing, plan_targets
     from .common import wanted
     from .progress import StageReporter
 
-    source = sources[0]
     targets = [("output", Path(output))] + ([("report", Path(report_path))] if report_path else [])
     if html_path:
         targets.append(("HTML page", Path(html_path)))
@@ -183,7 +198,7 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
             echo(f"Warning: {warning}", err=True)
     if code == EXIT_VERIFY_FAILED:
         echo(f"Error: verification failed, so {output} was not written", err=True)
-    raise SystemExit(code)
+    return code
 
 
 def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int,

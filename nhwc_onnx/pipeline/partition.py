@@ -151,36 +151,10 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
         segments = schedule(source, standard)
         if _merge_islands(source, segments, standard, notes, islands):
             continue
-        converted, retry = {}, False
-        for k, seg in enumerate(segments):
-            if seg.kind != DIALECT:
-                continue
-            kept = tuple(sorted(source_order & (set(seg.inputs) | set(seg.outputs))))
-            key = (tuple(seg.inputs), tuple(seg.outputs), kept)
-            if key not in cache:
-                cache[key] = _convert_segment(source, seg, options, convert_segment, kept)
-            result = cache[key]
-            if isinstance(result, UnsupportedOpError):
-                keep = _boundary_layouts_to_keep(source, seg, result, source_order)
-                if keep:  # resolved by the boundary: hold those tensors as the source does
-                    source_order.update(keep)
-                    retry = True
-                    break
-                if not take(result.problems) or _round >= MAX_ROUNDS:
-                    notes.append(f"dialect segment {len(notes)}: its conversion was refused "
-                                 f"({_first_line(result)}); its nodes run as standard ONNX")
-                    standard.update(seg.nodes)
-                retry = True
-                break
-            if isinstance(result, NhwcOnnxError):
-                notes.append(f"a dialect segment of {len(seg.nodes)} node(s) could not be "
-                             f"converted ({_first_line(result)}); its nodes run as standard "
-                             "ONNX")
-                standard.update(seg.nodes)
-                retry = True
-                break
-            converted[k] = result
-        if retry:
+        converted = _convert_dialect_segments(
+            source, segments, options, convert_segment, cache, source_order, notes, standard,
+            lambda problems: take(problems) and _round < MAX_ROUNDS)
+        if converted is None:
             continue
         moved = _layout_conflicts(source, segments, converted, options)
         if moved:
@@ -191,15 +165,53 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
         refused_names.update(source.names[i] for i in named_after & standard)
         kept = sorted((islands & standard) - named_after)
         if kept:
-            ops: dict[str, int] = {}
-            for i in kept:
-                ops[source.order[i].op_type] = ops.get(source.order[i].op_type, 0) + 1
-            notes.append(f"{len(kept)} node(s) no conversion refused run in standard segments "
-                         f"({', '.join(f'{op} x{n}' for op, n in sorted(ops.items()))}): as "
-                         "dialect segments of their own they would add segments without "
-                         "multiply-accumulate work")
+            notes.append(_islands_note(source, kept))
         return Partition(source, segments, converted, notes, sorted(refused_names))
     raise InvalidModelError("the partition did not settle; please report this model")
+
+
+def _convert_dialect_segments(source, segments, options, convert_segment, cache: dict,
+                              source_order: set[str], notes: list[str], standard: set[int],
+                              take_refused) -> dict | None:
+    """Each dialect segment converted (cached by its boundary), or None when one is refused
+    and the partition must be scheduled again: its boundary tensors held in the source's
+    order, its refused nodes labelled standard (``take_refused``), or, when neither helps,
+    all its nodes standard, said in ``notes``."""
+    converted = {}
+    for k, seg in enumerate(segments):
+        if seg.kind != DIALECT:
+            continue
+        kept = tuple(sorted(source_order & (set(seg.inputs) | set(seg.outputs))))
+        key = (tuple(seg.inputs), tuple(seg.outputs), kept)
+        if key not in cache:
+            cache[key] = _convert_segment(source, seg, options, convert_segment, kept)
+        result = cache[key]
+        if isinstance(result, UnsupportedOpError):
+            keep = _boundary_layouts_to_keep(source, seg, result, source_order)
+            if keep:  # resolved by the boundary: hold those tensors as the source does
+                source_order.update(keep)
+                return None
+            if not take_refused(result.problems):
+                notes.append(f"dialect segment {len(notes)}: its conversion was refused "
+                             f"({_first_line(result)}); its nodes run as standard ONNX")
+                standard.update(seg.nodes)
+            return None
+        if isinstance(result, NhwcOnnxError):
+            notes.append(f"a dialect segment of {len(seg.nodes)} node(s) could not be "
+                         f"converted ({_first_line(result)}); its nodes run as standard ONNX")
+            standard.update(seg.nodes)
+            return None
+        converted[k] = result
+    return converted
+
+
+def _islands_note(source, kept: list[int]) -> str:
+    ops: dict[str, int] = {}
+    for i in kept:
+        ops[source.order[i].op_type] = ops.get(source.order[i].op_type, 0) + 1
+    return (f"{len(kept)} node(s) no conversion refused run in standard segments "
+            f"({', '.join(f'{op} x{n}' for op, n in sorted(ops.items()))}): as dialect "
+            "segments of their own they would add segments without multiply-accumulate work")
 
 
 ISLAND = "island"  # a note's placeholder: an island kept standard (said once, in the end)

@@ -147,20 +147,7 @@ def read_source(path: str, options: ConvertOptions, *, run_unknown: bool = False
     declared = {i.name: _declared(i) for i in g.input}
     shapes_at = {}
     for probe in (PROBES if options.batch is None else (None,)):
-        shapes = {}
-        for name in inputs:
-            dims = declared.get(name, (None, None))[1]
-            override = find_override(options.input_shapes, name)
-            if dims is None and override is None:
-                raise InvalidModelError(f"input '{name}' has no shape in the model; give it "
-                                        "with --input-shape")
-            shape = input_shape(dims, override, options.batch, probe=probe, name=name)
-            if shape is None or any(d is None for d in shape):
-                raise InvalidModelError(f"input '{name}' has an unknown dimension; give it "
-                                        "with --input-shape")
-            shapes[name] = tuple(shape)
-            if probe is not None and source.symbol is None:
-                source.symbol = batch_symbol(dims, override, options.batch)
+        shapes = _input_shapes(source, inputs, declared, options, probe)
         folder = ShapeFolder(proto, consts, shapes, opset_versions(proto))
         shapes_at[probe] = dict(folder.shapes)
         source.dtypes = {**folder.dtypes, **{n: declared.get(n, ("float32",))[0] or "float32"
@@ -186,6 +173,27 @@ def read_source(path: str, options: ConvertOptions, *, run_unknown: bool = False
                 source.batch_axes[name] = {i for i, (a, b) in enumerate(zip(shape, other))
                                            if a != b}
     return source
+
+
+def _input_shapes(source: OnnxSource, inputs: list[str], declared: dict,
+                  options: ConvertOptions, probe: int | None) -> dict[str, tuple]:
+    """Each input's shape with an open batch at ``probe``; the source learns the batch's
+    name from the first input that has one."""
+    shapes = {}
+    for name in inputs:
+        dims = declared.get(name, (None, None))[1]
+        override = find_override(options.input_shapes, name)
+        if dims is None and override is None:
+            raise InvalidModelError(f"input '{name}' has no shape in the model; give it "
+                                    "with --input-shape")
+        shape = input_shape(dims, override, options.batch, probe=probe, name=name)
+        if shape is None or any(d is None for d in shape):
+            raise InvalidModelError(f"input '{name}' has an unknown dimension; give it "
+                                    "with --input-shape")
+        shapes[name] = tuple(shape)
+        if probe is not None and source.symbol is None:
+            source.symbol = batch_symbol(dims, override, options.batch)
+    return shapes
 
 
 def _runtime_shapes(proto, input_shapes: dict, dtypes: dict, tensors: list[str]) -> dict:
