@@ -4,7 +4,7 @@ stages are in ``nhwc_onnx.conversion``."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,41 +74,12 @@ def verify(source: str | os.PathLike, converted: str | os.PathLike | Model,
     source = path_argument(source, "source", "the path of the source model")
     if not isinstance(converted, Model):
         converted = path_argument(converted, "converted", "a dialect model's path or a Model")
-    if feeds is not None and not isinstance(feeds, Mapping):
-        raise TypeError(f"feeds: expected a mapping input name -> array, got "
-                        f"{type(feeds).__name__}")
-    _check_arguments(atol=atol, rtol=rtol, seed=seed, bisect=bisect, layers=layers,
-                     raise_on_failure=raise_on_failure)  # samples: a UsageError below
     options = _checked(options)
     fw = frameworks.of(options, source)
     check_options_apply(fw, Path(source), options)
     return _verify(source, converted, options, feeds=feeds, seed=seed, atol=atol,
                    rtol=rtol, bisect=bisect, layers=layers, samples=samples,
                    raise_on_failure=raise_on_failure)
-
-
-def _check_arguments(**arguments: Any) -> None:
-    """A TypeError naming the argument of a wrong type, before it fails deep inside numpy
-    (``atol="x"``): tolerances are real numbers, ``seed`` an int, the rest True or False
-    (their values are checked where they are used)."""
-    for name, value in arguments.items():
-        if name in ("atol", "rtol"):
-            ok, expected = _is_real(value), "a number >= 0"
-        elif name == "seed":
-            ok = value is None or (
-                not isinstance(value, bool) and hasattr(type(value), "__index__"))
-            expected = "an int"
-        else:
-            ok, expected = isinstance(value, bool), "True or False"
-        if not ok:
-            raise TypeError(f"{name}: expected {expected}, got {type(value).__name__} "
-                            f"{value!r:.60}")
-
-
-def _is_real(value: Any) -> bool:
-    import numbers
-
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def info(path: str | os.PathLike, options: ConvertOptions | None = None, *,

@@ -318,7 +318,7 @@ def info(file: str, framework: str | None, weights: str | None, fmt: str) -> Non
 def format_info(data: dict) -> str:
     """``info``'s text: the summary line, inputs and outputs (an unknown dim is ``?``, a
     symbolic one its name), ops, embedded preprocessing and how a conversion would end."""
-    from ..serialize.keys import KEY_PREPROCESSING, read_preprocessing
+    from ..ir.metadata import KEY_PREPROCESSING, read_preprocessing
 
     parameters = data["parameters"]
     nodes = "?" if data["nodes"] is None else data["nodes"]

@@ -20,6 +20,17 @@ from .. import __version__, frameworks
 from ..errors import InvalidModelError, UnsupportedOpError, UsageError
 from ..ir import Model
 from ..ir.io_names import name_graph_io
+from ..ir.metadata import (
+    CONVERTER,
+    KEY_BATCH,
+    KEY_CONVERTER,
+    KEY_CONVERTER_VERSION,
+    KEY_OPTIONS,
+    KEY_REQUESTED_OUTPUTS,
+    KEY_SOURCE_FILE,
+    KEY_SOURCE_FRAMEWORK,
+    KEY_SOURCE_NAMES,
+)
 from ..options import ConvertOptions, path_argument
 from .report import ConversionReport, ConversionResult
 from .source_info import describe_value, source_op_counts
@@ -216,21 +227,21 @@ def record(job: _Conversion) -> None:
     report.inputs = [describe_value(v) for v in model.graph.inputs]
     report.outputs = [describe_value(v) for v in model.graph.outputs]
     model.metadata.update({
-        "converter": "nhwc-onnx",
-        "converter_version": __version__,
-        "source_framework": job.fw.name,
-        "source_file": job.src.name,
-        "options": json.dumps(report.options, sort_keys=True),
+        KEY_CONVERTER: CONVERTER,
+        KEY_CONVERTER_VERSION: __version__,
+        KEY_SOURCE_FRAMEWORK: job.fw.name,
+        KEY_SOURCE_FILE: job.src.name,
+        KEY_OPTIONS: json.dumps(report.options, sort_keys=True),
     })
     if report.batch is not None:
-        model.metadata["batch"] = json.dumps(report.batch, sort_keys=True)
+        model.metadata[KEY_BATCH] = json.dumps(report.batch, sort_keys=True)
     kept = {v.name for v in model.graph.inputs + model.graph.outputs}
     renamed = {k: v for k, v in job.source_names.items() if k in kept and k != v}
     if renamed:
-        model.metadata["source_names"] = json.dumps(renamed, sort_keys=True)
+        model.metadata[KEY_SOURCE_NAMES] = json.dumps(renamed, sort_keys=True)
     if job.options.outputs:
         # A cut (or any chosen outputs): say where each output comes from and its layout.
-        model.metadata["requested_outputs"] = json.dumps([
+        model.metadata[KEY_REQUESTED_OUTPUTS] = json.dumps([
             {"name": v.name, "source_name": job.source_names.get(v.name, v.name),
              "permutation": model.io_permutations.get(v.name)} for v in model.graph.outputs
         ], sort_keys=True)
@@ -279,7 +290,7 @@ def is_dialect_file(path: str | os.PathLike) -> bool:
     proto = read_structure(path)
     if proto is None:
         return False
-    if any(p.key == "converter" and p.value == "nhwc-onnx" for p in proto.metadata_props):
+    if any(p.key == KEY_CONVERTER and p.value == CONVERTER for p in proto.metadata_props):
         return True
     return any(n.domain == "nhwc" for n in proto.graph.node)
 

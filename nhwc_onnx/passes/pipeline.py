@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..errors import ConversionBugError, NhwcOnnxError, UnsupportedOpError
 from ..ir import Model
+from ..ir.metadata import KEY_SOURCE_FRAMEWORK
 from .base import Pass, PassContext, PassManager
 from .cleanup import Cleanup
 from .fold_constants import FoldConstants
@@ -51,7 +52,7 @@ def to_dialect(model: Model, ctx: PassContext | None = None) -> tuple[PassManage
     """Rewrite ``model`` in place into the dialect; returns the manager (stats) and ctx."""
     ctx = ctx or PassContext()
     ctx.collect_refusals = True
-    framework = model.metadata.get("source_framework", "")
+    framework = model.metadata.get(KEY_SOURCE_FRAMEWORK, "")
     found = [UnsupportedOpError(model.refused, framework)] if model.refused else []
     early = scan(model)
     if early:

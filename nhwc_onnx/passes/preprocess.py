@@ -29,10 +29,10 @@ import numpy as np
 from ..errors import UsageError
 from ..ir import CORE, NHWC, Model, Value
 from ..ir.io_names import public_names
+from ..ir.metadata import KEY_PREPROCESSING
 from .base import Pass, PassContext, PassResult
 from .rewrite import const, emit
 
-METADATA_KEY = "preprocessing"
 _FLAGS = {"mean": "--mean", "std": "--std", "reverse_channels": "--reverse-channels"}
 
 
@@ -50,7 +50,7 @@ class EmbedPreprocessing(Pass):
             step = {"mean": mean.tolist(), "std": std.tolist(), "reverse_channels": reverse}
             recorded[v.name] = step
             ctx.record("preprocessing", v.name, _describe(step), **step)
-        model.metadata[METADATA_KEY] = json.dumps(recorded, sort_keys=True)
+        model.metadata[KEY_PREPROCESSING] = json.dumps(recorded, sort_keys=True)
         return PassResult(True)
 
 

@@ -16,7 +16,7 @@ def lowered_pipeline(pipeline):
     from onnx import helper, version_converter
 
     from ..runtime.standard_onnx import LOWERED_IR_VERSION, LOWERED_OPSET, lower_model
-    from ..serialize.keys import KEY_IO_PERMUTATIONS, encode_io_permutations
+    from ..ir.metadata import KEY_IO_PERMUTATIONS, encode_io_permutations
     from .partition import _rename
 
     manifest = pipeline.manifest

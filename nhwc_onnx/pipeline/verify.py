@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import frameworks
 from ..errors import ModelLoadError, UsageError, VerificationError
+from ..ir.metadata import KEY_PREPROCESSING
 from ..options import ConvertOptions
 from ..verification import SYMBOLIC_BATCHES, VerificationReport
 from ..verification.compare import compare, to_converted_layout, to_source_layout
@@ -118,7 +119,7 @@ def _preprocessed(pipeline, feeds, perms):
             continue
         model = pipeline.models[seg.file]
         mine = {e.name for e in seg.inputs} & set(result)
-        if mine and model.metadata.get("preprocessing"):
+        if mine and model.metadata.get(KEY_PREPROCESSING):
             done = preprocessed(model, {n: result[n] for n in mine}, perms)
             result.update(done)
     return result

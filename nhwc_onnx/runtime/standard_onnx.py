@@ -17,7 +17,7 @@ from ..errors import ConversionBugError, ModelLoadError
 from ..ir import Model, Node
 from ..files.reads import file_origin
 from ..schemas import DIALECT_OPS, infer_shapes
-from ..serialize.keys import KEY_IO_PERMUTATIONS, encode_io_permutations
+from ..ir.metadata import KEY_IO_PERMUTATIONS, encode_io_permutations
 
 LOWERED_OPSET = 17
 LOWERED_IR_VERSION = 8  # onnxruntime 1.31 rejects IR 14, which onnx 1.23 writes by default

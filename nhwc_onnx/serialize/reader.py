@@ -23,7 +23,7 @@ from ..files.reads import (
     remember_origin,
 )
 from .attributes import read_attribute
-from .keys import KEY_IO_PERMUTATIONS, READERS, check_model_metadata
+from ..ir.metadata import KEY_IO_PERMUTATIONS, READERS, check_model_metadata
 from .tensors import dtype_from_onnx, read_type, tensor_to_array
 
 

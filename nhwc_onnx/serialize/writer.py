@@ -16,7 +16,7 @@ from ..onnxfile import AttributeProto, GraphProto, ModelProto, TensorProto, Valu
 from ..files.writes import file_mode, open_temp, publish, temp_files, write_target
 from ..schemas import infer_shapes
 from .attributes import attribute_type, fill_attribute
-from .keys import KEY_CONVERTER_VERSION, KEY_IO_PERMUTATIONS, encode_io_permutations
+from ..ir.metadata import KEY_CONVERTER_VERSION, KEY_IO_PERMUTATIONS, encode_io_permutations
 from .stream import ArrayWriter, write_streaming
 from .tensors import fill_tensor, fill_tensor_header, fill_type
 

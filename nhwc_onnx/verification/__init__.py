@@ -9,6 +9,7 @@ the conversion was (``--inputs``, ``--outputs``, ``--input-shape``, ``--batch``)
 """
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from .. import frameworks
 from ..errors import ModelLoadError, UsageError, VerificationError
 from ..ir import Model
 from ..options import ConvertOptions
-from ..serialize.keys import (
+from ..ir.metadata import (
     KEY_IO_PERMUTATIONS,
     KEY_PREPROCESSING,
     KEY_SOURCE_NAMES,
@@ -135,7 +136,8 @@ def verify(
     ``layers`` compares every tensor both models compute; ``bisect`` names the first one out
     of tolerance when an output is.
     """
-    _check_arguments(atol, rtol, samples, feeds)
+    _check_arguments(atol=atol, rtol=rtol, samples=samples, feeds=feeds, seed=seed,
+                     bisect=bisect, layers=layers, raise_on_failure=raise_on_failure)
     options = options if options is not None else ConvertOptions()
     seed = options.seed if seed is None else seed
     fw = frameworks.of(options, source)
@@ -152,15 +154,27 @@ def verify(
     return report
 
 
-def _check_arguments(atol, rtol, samples, feeds) -> None:
+def _check_arguments(*, atol, rtol, samples, feeds, seed, **flags) -> None:
+    """Every argument of ``verify`` once, before any work: a wrong type is a TypeError naming
+    the argument (``atol="x"`` would fail deep inside numpy), a wrong value a UsageError."""
+    def wrong(name: str, expected: str, value) -> TypeError:
+        return TypeError(f"{name}: expected {expected}, got {type(value).__name__} "
+                         f"{value!r:.60}")
+
     for name, value in (("atol", atol), ("rtol", rtol)):
+        if not isinstance(value, numbers.Real) or isinstance(value, bool):
+            raise wrong(name, "a number >= 0", value)
         if not value >= 0:  # a negative or NaN tolerance would fail (or pass) everything
             raise UsageError(f"{value} is not a number >= 0", param_hint=name)
+    if seed is not None and (isinstance(seed, bool) or not hasattr(type(seed), "__index__")):
+        raise wrong("seed", "an int", seed)
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise wrong(name, "True or False", value)
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise UsageError(f"{samples!r} is not a whole number >= 1", param_hint="samples")
     if feeds is not None and not isinstance(feeds, Mapping):
-        raise TypeError(f"verify(feeds=...): expected a mapping NAME -> array, got "
-                        f"{type(feeds).__name__}")
+        raise wrong("feeds", "a mapping input name -> array", feeds)
 
 
 class _SideBySide:

@@ -14,7 +14,12 @@ from .. import frameworks
 from ..errors import ModelLoadError
 from ..ir import Model
 from ..options import ConvertOptions
-from ..serialize.keys import KEY_SOURCE_NAMES, read_source_names
+from ..ir.metadata import (
+    KEY_SOURCE_FILE,
+    KEY_SOURCE_FRAMEWORK,
+    KEY_SOURCE_NAMES,
+    read_source_names,
+)
 
 
 def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framework,
@@ -23,8 +28,8 @@ def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framewo
     """Raise ModelLoadError (exit 2) when ``converted`` was not converted from ``source``;
     return the source as the frontend reads it."""
     framework = frameworks.get(framework).name
-    recorded_fw = model.metadata.get("source_framework")
-    recorded_file = model.metadata.get("source_file")
+    recorded_fw = model.metadata.get(KEY_SOURCE_FRAMEWORK)
+    recorded_file = model.metadata.get(KEY_SOURCE_FILE)
     origin = (f"'{converted}' was converted from the {recorded_fw or '?'} model "
               f"'{recorded_file or '?'}'")
     if recorded_fw and recorded_fw != framework:

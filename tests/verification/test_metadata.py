@@ -8,7 +8,7 @@ import json
 import onnx
 import pytest
 
-from nhwc_onnx.serialize.keys import (
+from nhwc_onnx.ir.metadata import (
     read_io_permutations,
     read_preprocessing,
     read_source_names,

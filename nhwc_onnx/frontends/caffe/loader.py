@@ -15,6 +15,12 @@ from ...errors import (
     UsageError,
 )
 from ...ir import Graph, Model
+from ...ir.metadata import (
+    KEY_SOURCE_FILE,
+    KEY_SOURCE_FRAMEWORK,
+    KEY_SOURCE_TRANSFORM,
+    KEY_SOURCE_WEIGHTS,
+)
 from ...options import ConvertOptions
 from ..base import Converter, convert_nodes, keeps_going, leave_stand_in, sort_problems
 from . import caffe_pb2 as pb
@@ -159,17 +165,17 @@ def _selected_layers(net: pb.NetParameter, options: ConvertOptions) -> list[pb.L
 
 def _model(path: str, graph: Graph, layers: list[pb.LayerParameter], b: CaffeBuilder,
            options: ConvertOptions) -> Model:
-    model = Model(graph, {"source_framework": "caffe", "source_file": os.fspath(path)})
+    model = Model(graph, {KEY_SOURCE_FRAMEWORK: "caffe", KEY_SOURCE_FILE: os.fspath(path)})
     # One count per Caffe layer (a layer may become several core nodes).
     for layer in layers:
         model.source_op_counts[layer.type] = model.source_op_counts.get(layer.type, 0) + 1
     if options.weights:
-        model.metadata["source_weights"] = os.fspath(options.weights)
+        model.metadata[KEY_SOURCE_WEIGHTS] = os.fspath(options.weights)
     if b.preprocessing:
         # What the data layers did to their input, recorded only: the converted input still
         # takes data prepared that way. (Key "preprocessing" means preprocessing embedded in
         # the model, which then takes raw pixels: --mean / --std / --reverse-channels.)
-        model.metadata["source_transform_param"] = json.dumps(b.preprocessing, sort_keys=True)
+        model.metadata[KEY_SOURCE_TRANSFORM] = json.dumps(b.preprocessing, sort_keys=True)
     return model
 
 

@@ -10,6 +10,7 @@ from onnx import numpy_helper
 from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem, UsageError
 from ...ir import CORE, NCHW, Graph, Model, Value
 from ...ir.input_shapes import batch_symbol, find_override, input_shape, is_open
+from ...ir.metadata import KEY_SOURCE_FILE, KEY_SOURCE_FRAMEWORK
 from ...options import ConvertOptions
 from ...schemas.base import CORE_OPS, check_attr_value
 from ..base import (
@@ -104,8 +105,8 @@ class OnnxImporter:
             if dims and dims[0].dim_param:  # the file's own name of this output's batch
                 v.meta["declared_batch"] = dims[0].dim_param
         model = Model(self.graph, {
-            "source_framework": "onnx",
-            "source_file": os.path.basename(self.source_file) if self.source_file else "",
+            KEY_SOURCE_FRAMEWORK: "onnx",
+            KEY_SOURCE_FILE: os.path.basename(self.source_file) if self.source_file else "",
             "source_opset": str(self.opsets.get("", 0)),
             "source_ir_version": str(self.proto.ir_version),
         })

@@ -11,6 +11,7 @@ import os
 from ...errors import InvalidModelError
 from ...ir import NCHW, NHWC, Graph, Model, Value
 from ...ir.input_shapes import batch_symbol, find_override, input_shape, is_open
+from ...ir.metadata import KEY_SOURCE_FILE, KEY_SOURCE_FRAMEWORK
 from ...options import ConvertOptions
 from ..base import Converter, convert_nodes, keeps_going, leave_stand_in
 from . import (  # noqa: F401  (importing registers the converters)
@@ -69,7 +70,7 @@ def convert_graphdef(graph_def, options: ConvertOptions, source_file: str,
         keep_going=graph if keep_going else None, convert_blocked=convert_blocked)
     _set_outputs(ctx, prepared.outputs, {n.name: n.op for n in prepared.order}, bool(refused))
     graph.toposort()
-    model = Model(graph, {"source_framework": FRAMEWORK, "source_file": source_file})
+    model = Model(graph, {KEY_SOURCE_FRAMEWORK: FRAMEWORK, KEY_SOURCE_FILE: source_file})
     for node in prepared.order:
         model.source_op_counts[node.op] = model.source_op_counts.get(node.op, 0) + 1
     model.refused = refused

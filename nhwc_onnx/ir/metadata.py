@@ -1,5 +1,5 @@
-"""metadata_props keys the serializer owns, how a value is written under them, and the one
-reader of each structured value (JSON a file may hold in any shape: every value is checked
+"""The model's metadata_props keys (one home for every key the converter writes), how a value
+is written under them, and the one reader of each structured value (JSON a file may hold in any shape: every value is checked
 here before the tool uses it, so a malformed one is an unreadable input naming its key)."""
 from __future__ import annotations
 
@@ -10,9 +10,18 @@ from typing import Any
 
 from ..errors import ModelLoadError
 
+CONVERTER = "nhwc-onnx"  # the value of KEY_CONVERTER in a file this tool wrote
+KEY_CONVERTER = "converter"
 KEY_CONVERTER_VERSION = "converter_version"
+KEY_SOURCE_FRAMEWORK = "source_framework"
+KEY_SOURCE_FILE = "source_file"
+KEY_SOURCE_WEIGHTS = "source_weights"  # Caffe: the .caffemodel read
+KEY_SOURCE_TRANSFORM = "source_transform_param"  # Caffe data layers' transform, recorded only
+KEY_OPTIONS = "options"
+KEY_BATCH = "batch"  # a symbolic batch: its name and the inputs and outputs that carry it
 KEY_IO_PERMUTATIONS = "io_permutations"
 KEY_SOURCE_NAMES = "source_names"
+KEY_REQUESTED_OUTPUTS = "requested_outputs"
 KEY_PREPROCESSING = "preprocessing"
 
 
