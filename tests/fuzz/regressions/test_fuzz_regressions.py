@@ -39,7 +39,9 @@ def test_fuzz_regression_converts_exactly_or_is_refused_as_claimed(tmp_path, nam
 
 @pytest.mark.parametrize("name", ["batchnorm_of_channel_reduced_map",
                                   "ceil_pool_whose_last_window_starts_past_the_input",
-                                  "ir3_initializers_not_listed_as_inputs"])
+                                  "ir3_initializers_not_listed_as_inputs",
+                                  "strided_slice_of_a_transposed_map",
+                                  "linear_resize_of_a_transposed_map"])
 def test_fuzz_regression_now_converts(tmp_path, name):
     verdict = check_onnx_graph(onnx_cases.CASES[name](), tmp_path)
     assert verdict.converted and not verdict.failures, verdict
