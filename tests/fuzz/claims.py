@@ -142,6 +142,8 @@ _pin("onnx", "BatchNormalization", "inference: training_mode 0, the statistics o
      "scale, bias, mean and variance are constant and it normalises the channel axis (folded "
      "into the convolution or Dense before it when it can be)", lambda f: True)
 _pin("onnx", "Cast", "it casts float32 to float32 (no change)", lambda f: f["to"] == "float32")
+_pin("onnx", "Clip", "the bounds are constant (attributes before opset 11; inputs given by "
+     "initializers or computed from static shapes after)", lambda f: f["bounds_constant"])
 _pin("onnx", "Conv", "a 2-D convolution of a 4-D map with constant weights and bias (explicit "
      "padding becomes SAME or a zero Pad and VALID); Reshape: " + _MIXES_AXES,
      lambda f: f.get("rank", 4) == 4 and _reshape_keeps_meaning(f))
@@ -160,6 +162,12 @@ _pin("onnx", "Where", "it is an ELU or leaky-ReLU idiom: Where(x > 0, x or Elu(x
 _pin("onnx", "Expand", "the input is a tensor, or a constant of at most 16 MB once expanded",
      lambda f: True)
 _pin("onnx", "Gather", "the indices are a constant scalar or 1-D list", lambda f: True)
+for _framework, _ops in (("onnx", ("Flatten", "Reshape")), ("tf", ("Reshape",)),
+                         ("caffe", ("Reshape",))):
+    for _op in _ops:
+        _pin(_framework, _op, _MIXES_AXES, _reshape_keeps_meaning)
+# Caffe's Flatten is written with a Flatten or a Reshape: the clause once per core op
+_pin("caffe", "Flatten", _MIXES_AXES + "; Reshape: " + _MIXES_AXES, _reshape_keeps_meaning)
 _pin("onnx", "GlobalAveragePool", "the input is a 4-D map", lambda f: f["rank"] == 4)
 _pin("onnx", "GlobalMaxPool", "the input is a 4-D map", lambda f: f["rank"] == 4)
 _pin("onnx", "HardSwish", "the input has rank 2 or more (a channel axis)",

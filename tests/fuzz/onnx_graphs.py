@@ -115,6 +115,7 @@ class _Builder:
             op = "HardSigmoid"
         if op == "Clip":
             lo, hi = self.choice([(0.0, 6.0), (-0.5, 0.5), (-1.0, None), (None, 0.25)])
+            facts["bounds_constant"] = True
             if self.opset < 11:
                 attrs.update({k: v for k, v in (("min", lo), ("max", hi)) if v is not None})
             else:
