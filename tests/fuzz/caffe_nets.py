@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from tests.fuzz.claims import CONDITIONS, Made, _pin, core_condition
+from tests.fuzz.claims import Made, _pin, core_condition
 from tests.fuzz.oracle import Verdict, judge, refused
 
 
@@ -232,7 +232,7 @@ _pin("caffe", "Pooling", "MAX or AVE without a mask top; with ceil rounding, a s
 _pin("caffe", "Power", "power is 1, 2 or 3 (3: x*x*x within 2 float32 ulps, refused by "
      "--strict); a square root, reciprocal or other power has no dialect form",
      lambda f: f["power"] in (1, 2, 3))
-_pin("caffe", "Softmax", CONDITIONS[("onnx", "Softmax")][0],
+_pin("caffe", "Softmax", core_condition("Softmax")[0],
      lambda f: f["single_axis"] and f["axis_size"] > 1)
 _pin("caffe", "BatchNorm", "use_global_stats (the default at test time): batch statistics "
      "have no dialect form", lambda f: True)

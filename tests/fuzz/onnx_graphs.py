@@ -115,6 +115,7 @@ class _Builder:
             op = "HardSigmoid"
         if op == "Clip":
             lo, hi = self.choice([(0.0, 6.0), (-0.5, 0.5), (-1.0, None), (None, 0.25)])
+            facts["bounds_constant"] = True
             if self.opset < 11:
                 attrs.update({k: v for k, v in (("min", lo), ("max", hi)) if v is not None})
             else:
@@ -291,7 +292,8 @@ class _Builder:
             attrs["axes"] = axes
         dims = tuple(1 if i + 1 in axes else d for i, d in enumerate(t.dims)) if keep else \
             tuple(d for i, d in enumerate(t.dims) if i + 1 not in axes)
-        out = self.node(op, inputs, {"rank": t.rank, "axes": axes}, **attrs)[0]
+        out = self.node(op, inputs, {"rank": t.rank, "axes": axes,
+                                         "symbolic_batch": self.batch is None}, **attrs)[0]
         return Tensor(out, dims, op in ("ReduceL1", "ReduceSumSquare", "ReduceL2"))
 
     def transpose(self, t: Tensor) -> Tensor:
@@ -498,7 +500,7 @@ class _Builder:
             out = self.node("Gemm", inputs, {}, transB=int(trans))[0]
         else:
             out = self.node("MatMul", [flat, self.weights((features, units))],
-                            {"weight_constant": True, "rank": 2})[0]
+                            {"weight_constant": True, "weight_rank": 2, "rank": 2})[0]
         return Tensor(out, (units,))
 
     def batch_reshape(self, t: Tensor, rest: list[int]) -> str:
@@ -524,7 +526,7 @@ class _Builder:
         units = self.dim()
         p = self.node("Transpose", [t.name], {}, perm=[0, 2, 3, 1])[0]
         m = self.node("MatMul", [p, self.weights((c, units))],
-                      {"weight_constant": True, "rank": 4})[0]
+                      {"weight_constant": True, "weight_rank": 2, "rank": 4})[0]
         if self.draw(st.booleans()):
             m = self.node("Add", [m, self.const(self.rng.standard_normal(units).astype(
                 np.float32))], {"broadcast": "const"})[0]
@@ -584,10 +586,14 @@ class _Builder:
         f = self.node("Cast", [n], {"to": "float32"}, to=TensorProto.FLOAT)[0]
         op = self.choice(["Min", "Div"])
         other = self.const(np.float32(2.0))
-        v = self.node(op, [f, other], {"broadcast": "scalar", "divisor_constant": True})[0]
+        # from_batch: the node computes from the batch size (its [batch] refusal's note)
+        v = self.node(op, [f, other], {"broadcast": "scalar", "divisor_constant": True,
+                                       "from_batch": True})[0]
         if op == "Div":  # N // 2: on a value computed from static shapes when N is fixed
-            v = self.node("Floor", [v], {"constant": self.batch is not None})[0]
-        return Tensor(self.node("Mul", [t.name, v], {"broadcast": "scalar"})[0], t.dims)
+            v = self.node("Floor", [v], {"constant": self.batch is not None,
+                                             "from_batch": True})[0]
+        return Tensor(self.node("Mul", [t.name, v], {"broadcast": "scalar",
+                                                     "from_batch": True})[0], t.dims)
 
     def flatten_output(self, t: Tensor) -> Tensor | None:
         if t.rank != 4:

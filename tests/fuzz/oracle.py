@@ -11,9 +11,9 @@ import numpy as np
 
 from nhwc_onnx import convert
 from nhwc_onnx.errors import NhwcOnnxError, UnsupportedOpError
-from nhwc_onnx.support.claims import NOTES
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.runtime import run
+from nhwc_onnx.support.claims import NOTES
 from nhwc_onnx.verification.compare import to_converted_layout, to_source_layout
 from tests.fuzz.claims import Made, claim_of, explained, must_refuse
 
@@ -25,6 +25,14 @@ SYMBOLIC_BATCHES = (1, 3)
 FIXED_BATCH = 3
 # The table's note that explains a [batch] refusal under a symbolic batch.
 SYMBOLIC_BATCH_NOTE = next(n for n in NOTES if n.startswith("With a symbolic batch, a node"))
+# ... and the one that explains a [batch] refusal of data computed from the batch size.
+BATCH_SIZE_AS_DATA_NOTE = next(n for n in NOTES if n.startswith("A symbolic batch is no static"))
+
+
+def batch_note(made: Made | None) -> str:
+    """The table's note for a [batch] refusal of this generated node."""
+    return BATCH_SIZE_AS_DATA_NOTE if made and made.facts.get("from_batch") else \
+        SYMBOLIC_BATCH_NOTE
 
 
 @dataclass
@@ -75,15 +83,16 @@ def judge(framework: str, path: Path, made: Mapping[str, Made], batches,
         model = convert(path, options=options).model
     except UnsupportedOpError as exc:
         left = refused(framework, exc, made, verdict)
+        # a [batch] refusal names the generated node whose form depends on the batch size
         needs_fixed_batch = [p for p in left if p.rule == "batch" and options.batch is None
-                             and len(batches) > 1]
+                             and len(batches) > 1 and owner(p.node, made) is not None]
         verdict.failures += [f"unexplained refusal: {p}" for p in left
                              if p not in needs_fixed_batch]
         if needs_fixed_batch:  # the symbolic-batch note: --batch N converts such a node
             fixed = judge(framework, path, made, (FIXED_BATCH,), source_run, input_dims,
                           options.replace(batch=FIXED_BATCH))
             if fixed.converted and not fixed.failures:
-                verdict.explained += [f"{SYMBOLIC_BATCH_NOTE}: {p.node}"
+                verdict.explained += [f"{batch_note(owner(p.node, made))}: {p.node}"
                                       for p in needs_fixed_batch]
             else:
                 verdict.failures += [f"unexplained refusal: {p}" for p in needs_fixed_batch]
@@ -94,7 +103,7 @@ def judge(framework: str, path: Path, made: Mapping[str, Made], batches,
         return verdict
     verdict.converted = True
     for name, m in made.items():
-        if must_refuse(framework, m):
+        if must_refuse(framework, m, fixed_batch=options.batch is not None):
             verdict.failures.append(f"claimed never, converted: node '{name}' ({m.op})")
     claimed = set(PLUMBING).union(*(claim_of(framework, m.op).dialect_ops
                                     for m in made.values()))

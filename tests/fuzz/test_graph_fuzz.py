@@ -33,8 +33,10 @@ def run_slice(strategy, check, examples: int) -> Counter:
 
 def test_generated_onnx_graphs_convert_exactly_or_refuse_as_the_table_says(tmp_path):
     tally = run_slice(onnx_graphs(), lambda g: check_onnx_graph(g, tmp_path), 150)
-    # measured: 125 of 150 convert, 25 are refused, each refused node explained (11-16 s)
-    assert tally["converted"] >= 110 and tally["refused"] >= 15, tally
+    # measured: 134 of 150 convert, 16 are refused, each refused node explained (7 of them
+    # [batch] refusals that --batch 3 converts; 125 and 25 before ReduceMax/Min over any axes
+    # and per-position MatMul converted) (5-16 s)
+    assert tally["converted"] >= 120 and tally["refused"] >= 12, tally
 
 
 def test_generated_caffe_nets_convert_exactly_or_refuse_as_the_table_says(tmp_path):
@@ -50,8 +52,9 @@ def test_generated_tf_graphs_convert_exactly_or_refuse_as_the_table_says(tmp_pat
     from tests.fuzz.tf_graphs import check_tf_graph, tf_graphs
 
     tally = run_slice(tf_graphs(), lambda g: check_tf_graph(g, tmp_path), 30)
-    # measured: 21 of 30 convert, 9 are refused (9-22 s with TensorFlow's import)
-    assert tally["converted"] >= 17 and tally["refused"] >= 6, tally
+    # measured: 27 of 30 convert, 3 are refused (Erf, Prod, Floor: never ops); 21 and 9 before
+    # Max/Min over any axes and per-position MatMul converted (6-22 s with TensorFlow's import)
+    assert tally["converted"] >= 23 and tally["refused"] >= 2, tally
 
 
 def test_condition_predicates_pin_the_table_text():

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from hypothesis import strategies as st
 
-from tests.fuzz.claims import Made, _pin, core_condition
+from tests.fuzz.claims import _RESHAPE_AFTER, Made, _pin, core_condition
 from tests.fuzz.oracle import Verdict, judge
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -166,7 +166,8 @@ class _Builder:
         if not dims:
             return None
         # the TF reduction's H and W of a 4-D NHWC map are axes 1 and 2
-        facts = {"rank": len(t.dims) + 1, "axes": [a + 1 if a < 3 else 1 for a in axes]}
+        facts = {"rank": len(t.dims) + 1, "axes": [a + 1 if a < 3 else 1 for a in axes],
+                 "symbolic_batch": self.batch is None}
         return self.step(op, lambda tf, n, x: getattr(tf.raw_ops, op)(
             input=x, axis=np.array(axes, np.int32), keep_dims=keep, name=n), [t], dims, facts)
 
@@ -205,7 +206,8 @@ class _Builder:
                 return tf.raw_ops.Reshape(tensor=x, shape=shape, name=n)
             flat = self.step("Reshape", flatten, [t], (features,))
         return self.step("MatMul", lambda tf, n, x: tf.raw_ops.MatMul(a=x, b=wm, name=n),
-                         [flat], (units,), {"weight_constant": True, "rank": 2})
+                         [flat], (units,), {"weight_constant": True, "weight_rank": 2,
+                                            "rank": 2})
 
     def pad(self, t: T) -> T | None:
         if len(t.dims) != 3:
@@ -338,14 +340,16 @@ def save_tf_graph(g: TfGraph, path: Path) -> Path:
 
 
 # The TF claims exercised, pinned to the table's text like the ONNX ones.
-def _as_onnx(tf_op: str, onnx_op: str, prefix: str = "", labelled: bool = True):
+def _as_onnx(tf_op: str, onnx_op: str, prefix: str = "", labelled: bool = True,
+             suffix: str = ""):
     text, predicate = core_condition(onnx_op)
     label = f"{onnx_op}: " if labelled else ""
-    _pin("tf", tf_op, prefix + label + text, predicate)
+    _pin("tf", tf_op, prefix + label + text + suffix, predicate)
 
 
 _as_onnx("Conv2D", "Conv")
-_as_onnx("DepthwiseConv2dNative", "Conv")
+# a computed filter is reshaped to HWIO (a weight tensor, not a map: in place)
+_as_onnx("DepthwiseConv2dNative", "Conv", suffix=_RESHAPE_AFTER)
 _as_onnx("MaxPool", "MaxPool", labelled=False)
 _as_onnx("AvgPool", "AveragePool")
 for _op in ("Mul", "Sub"):

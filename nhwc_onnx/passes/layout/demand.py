@@ -26,6 +26,7 @@ from .perm import (
     Perm,
     channels_last,
     identity,
+    inverse,
     is_identity,
     reshape_layout,
     reshape_preference,
@@ -45,6 +46,29 @@ def _follows(state: LayoutWalk, op: str) -> bool:
     (elementwise ops, Concat, Split, Slice, Softmax ...)."""
     rule = state.rules.get(op)
     return rule is not None and rule.keeps_layout
+
+
+def _takes(state: LayoutWalk, node: Node, layout: Perm) -> bool:
+    """Whether ``node`` has a dialect form on an operand stored in ``layout``: a strided
+    Slice and a linear Resize stride or grow only the H and W places of a 4-D map."""
+    if node.op == "Slice":
+        axes = node.attrs.get("axes")
+        axes = list(range(len(node.attrs["starts"]))) if axes is None else list(axes)
+        steps = node.attrs.get("steps") or [1] * len(axes)
+        moved = {int(a) % len(layout) for a, st in zip(axes, steps) if int(st) != 1}
+    elif node.op == "Resize" and node.attrs.get("mode") == "linear":
+        src = state.src_shape(node.inputs[0])
+        scales, sizes = node.attrs.get("scales"), node.attrs.get("sizes")
+        if scales is not None:
+            moved = {a for a, f in enumerate(scales) if float(f) != 1.0}
+        elif sizes is not None:
+            moved = {a for a, (n, m) in enumerate(zip(src, sizes)) if n != m}
+        else:
+            return True
+    else:
+        return True
+    where = inverse(layout)
+    return not moved or (len(layout) == 4 and all(where[a] in (1, 2) for a in moved))
 
 
 class _Search:
@@ -69,11 +93,17 @@ class _Search:
         rank = len(state.src_shape(v))
         if id(v) in state.output_layouts:
             return state.output_layouts[id(v)]
+        wants = []
         for node, index in v.uses():
             want = self._through(node, index, v)
             if want is not None and len(want) == rank:
-                return tuple(want)
-        return None
+                wants.append(tuple(want))
+        # Readers disagree (a value that feeds a Transpose and a strided Slice): the first
+        # wish every reader can take, else the first (the rules refuse what is not exact).
+        for want in wants:
+            if all(_takes(state, node, want) for node, _ in v.uses()):
+                return want
+        return wants[0] if wants else None
 
     def _through(self, node: Node, index: int, v: Value) -> Perm | None:
         state = self.state
