@@ -237,6 +237,7 @@ def _attach_exact_cut(exc: UnsupportedOpError, src: Path, options: ConvertOption
         convert(src, options=cut_options.replace(exact_cut=False, rename={}))
 
     try:
+        assert options.framework is not None  # convert passes the framework it detected
         cut = suggest(str(src), options.framework, options, exc, try_convert)
     except Exception as failure:  # noqa: BLE001 - the refusal stays the error, whatever happens
         cut = ExactCut([], 0, 0, [p.node for p in exc.problems],
@@ -330,9 +331,9 @@ class VerifyBeforeWrite:
                  bisect: bool = False, layers: bool = False, samples: int = 1,
                  started: Callable[[], None] | None = None):
         self.source, self.options, self.started = source, options, started
-        self.settings = {"atol": atol, "rtol": rtol, "bisect": bisect, "layers": layers,
+        self.settings: dict[str, Any] = {"atol": atol, "rtol": rtol, "bisect": bisect, "layers": layers,
                          "samples": samples}
-        self.report = None
+        self.report: Any = None  # the VerificationReport, once verified
 
     def __call__(self, model: Model, report: ConversionReport) -> bool:
         if self.started is not None:
@@ -386,7 +387,8 @@ def info(path: str | os.PathLike, options: ConvertOptions | None = None, *,
         "outputs": [_describe_value(v) for v in model.graph.outputs],
         "nodes": len(model.graph),
         "ops": model.graph.op_counts(),
-        "parameters": int(sum(int(v.const.size) for v in consts if v.const.dtype.kind == "f")),
+        "parameters": int(sum(int(v.const.size) for v in consts
+                                if v.const is not None and v.const.dtype.kind == "f")),
         "metadata": dict(sorted(model.metadata.items())),
     }
 

@@ -73,6 +73,7 @@ def generalize(first: Model, second: Model, symbols: dict[str, str]) -> Generali
             _add_bias_per_sample(g1, node)
     for value in g1.inputs:
         if value.name in batch_inputs:
+            assert value.shape is not None  # _batch_inputs names only inputs with a shape
             value.shape = (symbol, *value.shape[1:])
     result.problems += _symbolic_shapes(first)
     result.outputs = [v.name for v in g1.outputs if v.shape and v.shape[0] == symbol]
@@ -214,6 +215,7 @@ def _add_bias_per_sample(graph, node: Node) -> None:
     """x (N,) + b as Reshape to (N, 1), AddBias of the one number, Reshape back to (N,):
     the same sums, with constants that do not depend on the batch."""
     x, bias = node.inputs[0], node.inputs[1]
+    assert bias is not None  # node is a reader of the bias constant, at input 1
     column = graph.make_node(
         "Reshape", [x, graph.constant(np.array([0, 1], np.int64), f"{node.name}/column_shape")],
         name=f"{node.name}/column", domain=DIALECT)
@@ -228,8 +230,9 @@ def _add_bias_per_sample(graph, node: Node) -> None:
 
 
 def _constant_problem(value: Value, other: Value | None) -> str:
+    assert value.const is not None  # a graph constant (Graph.constants): its array is set
     first = tuple(value.const.shape)
-    second = tuple(other.const.shape) if other is not None else None
+    second = tuple(other.const.shape) if other is not None and other.const is not None else None
     if second is not None and len(first) == len(second) and first[1:] == second[1:] and \
             (first[0], second[0]) == PROBES:
         # Add, Mul, Sum ... do not broadcast: a constant that is not per channel is written

@@ -377,6 +377,7 @@ class Graph:
     def values(self) -> list[Value]:
         """All values: graph inputs, node outputs and constants, in a deterministic order."""
         seen: dict[int, Value] = {}
+        v: Value | None
         for v in self.inputs:
             seen.setdefault(id(v), v)
         for node in self.nodes:

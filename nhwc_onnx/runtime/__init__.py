@@ -99,10 +99,10 @@ def feed_problems(model: Model, feeds: Mapping[str, np.ndarray]) -> list[str]:
     problems = [f"no array for input {name!r}" for name in inputs if name not in feeds]
     problems += [f"{name!r} is not an input of the model (inputs: {', '.join(inputs)})"
                  for name in feeds if name not in inputs]
-    problems += [f"input {name!r} needs shape {tuple(inputs[name].shape)}, the array has "
+    problems += [f"input {name!r} needs shape {inputs[name].shape}, the array has "
                  f"{tuple(np.shape(array))}" for name, array in feeds.items()
                  if name in inputs and not shape_fits(inputs[name].shape, np.shape(array))]
-    batches = {}  # a symbolic batch is one size in every input that names it
+    batches: dict[str, dict[str, int]] = {}  # a symbolic batch is one size in every input that names it
     for name, array in feeds.items():
         shape = inputs[name].shape if name in inputs else None
         if shape and isinstance(shape[0], str) and np.ndim(array):

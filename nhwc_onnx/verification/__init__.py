@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,7 +132,7 @@ def verify(
     names = _source_names(model)
     shapes = {}
     for v in model.graph.inputs:
-        symbolic_batch = bool(v.shape) and isinstance(v.shape[0], str)
+        symbolic_batch = v.shape is not None and bool(v.shape) and isinstance(v.shape[0], str)
         if v.shape is None or not all(isinstance(d, int) for d in v.shape[symbolic_batch:]):
             raise ModelLoadError(f"input '{v.name}' has no static shape; pass --input-shape")
         perm = perms.get(v.name)  # axis 0 stays first (the batch)
@@ -168,12 +168,12 @@ def verify(
         seen = preprocessed(model, inputs[batch].feeds(index), perms)
         return {names.get(k, k): v for k, v in seen.items()}
 
-    def run_ours(batch: int | None, index: int, extra: list[str] = ()) -> dict[str, np.ndarray]:
+    def run_ours(batch: int | None, index: int, extra: Sequence[str] = ()) -> dict[str, np.ndarray]:
         return run(model, {n: to_converted_layout(x, perms.get(n))
                            for n, x in inputs[batch].feeds(index).items()}, extra_outputs=extra)
 
     report = VerificationReport(str(source), fw.name, atol, rtol, seed, samples=samples)
-    report.batches = list(batches) if symbolic else []
+    report.batches = list(SYMBOLIC_BATCHES) if symbolic else []
     report.summary = _summary(model, perms, parsed)
     worst: dict[tuple[str, int | None], TensorComparison] = {}
     seen: dict[str, list[np.ndarray]] = {name: [] for name in out_names}

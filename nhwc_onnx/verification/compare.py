@@ -51,10 +51,10 @@ def _compare(name: str, reference: np.ndarray, actual: np.ndarray, atol: float,
     act = np.asarray(actual, dtype=np.float64)
     if ref.shape != act.shape:
         return TensorComparison(name, list(ref.shape), list(act.shape), float("inf"),
-                                float("inf"), 0.0, False, atol)
+                                float("inf"), 0.0, False, tolerance=atol)
     if ref.size == 0:
         return TensorComparison(name, list(ref.shape), list(act.shape), 0.0, 0.0, 1.0, True,
-                                atol)
+                                tolerance=atol)
     finite = np.isfinite(ref) & np.isfinite(act)
     both_nan = np.isnan(ref) & np.isnan(act)
     same_nonfinite = bool(np.all((ref == act) | both_nan | finite))
@@ -70,7 +70,7 @@ def _compare(name: str, reference: np.ndarray, actual: np.ndarray, atol: float,
     tolerance = atol + rtol * scale
     within = same_nonfinite and max_abs <= tolerance
     return TensorComparison(name, list(ref.shape), list(act.shape), max_abs, max_rel, cosine,
-                            within, tolerance)
+                            within, tolerance=tolerance)
 
 
 def to_source_layout(array: np.ndarray, perm: list[int] | None) -> np.ndarray:

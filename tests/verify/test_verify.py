@@ -35,6 +35,16 @@ def test_compare_reports_errors_relative_to_the_output_scale():
     assert 0.99999 < c.cosine <= 1.0
 
 
+def test_comparison_carries_its_tolerance_not_a_batch():
+    ref = np.array([[1.0, -4.0], [2.0, 0.5]], np.float32)
+    c = compare("y", ref, ref + 1e-5, atol=1e-4, rtol=1e-4)
+    assert c.tolerance == pytest.approx(1e-4 + 1e-4 * 4.0)
+    assert c.batch is None and c.severity == pytest.approx(1e-5 / 5e-4, rel=1e-2)
+    assert compare("y", ref, ref, atol=1e-4, rtol=0.0, batch=3).batch == 3
+    assert compare("y", np.zeros(0), np.zeros(0), atol=1e-4).tolerance == 1e-4
+    assert compare("y", np.zeros(2), np.zeros(3), atol=1e-4).tolerance == 1e-4
+
+
 def test_compare_shape_mismatch_and_nan_fail():
     assert not compare("y", np.zeros((2, 3)), np.zeros((3, 2))).within
     ref = np.array([1.0, np.nan])
