@@ -37,7 +37,7 @@ class Value:
     def __init__(
         self,
         name: str,
-        dtype: str = "float32",
+        dtype: str | None = "float32",
         shape: Sequence[int | None] | None = None,
         layout: str | None = None,
         const: np.ndarray | None = None,

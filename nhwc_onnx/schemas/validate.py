@@ -217,8 +217,8 @@ def _check_node(node: Node, registry: Registry, inferred: dict) -> list[Validati
     if n_out != len(schema.outputs):
         add("arity", "wrong number of outputs", len(schema.outputs), n_out)
     for idx, out in enumerate(node.outputs):
-        port = schema.outputs[min(idx, len(schema.outputs) - 1)] if schema.outputs else None
-        allowed = port.dtypes if port is not None else ("float32",)
+        allowed = schema.outputs[min(idx, len(schema.outputs) - 1)].dtypes if schema.outputs \
+            else ("float32",)
         if out.dtype is not None and out.dtype not in allowed:
             add("dtype", f"output '{out.name}' has the wrong element type",
                 "/".join(allowed), out.dtype)
@@ -236,13 +236,13 @@ def _check_node(node: Node, registry: Registry, inferred: dict) -> list[Validati
             add("missing-attribute", f"required attribute '{name}' is missing")
     if issues or schema.infer is None:
         return issues
-    shapes = []
-    consts = []
+    shapes: list[tuple | None] = []
+    consts: list[np.ndarray | None] = []
     for v in node.inputs:
         if v is None:
             shapes.append(None)
             consts.append(None)
-        elif v.is_const:
+        elif v.const is not None:
             shapes.append(tuple(v.const.shape))
             consts.append(v.const)
         else:

@@ -170,9 +170,10 @@ def _deferred(tensor: TensorProto, length: int | None, read) -> DeferredArray | 
     accept it: a numeric type, inline data whose size fits the shape. Otherwise None, and the
     eager read runs now (and reports what is wrong in its own words)."""
     dtype = dtype_from_onnx(tensor.data_type)
-    itemsize = ITEMSIZE.get(dtype)
+    itemsize = ITEMSIZE.get(dtype) if dtype is not None else None
     dims = tuple(int(d) for d in tensor.dims)
-    if itemsize is None or length is None or tensor.data_location == TensorProto.EXTERNAL \
+    if dtype is None or itemsize is None or length is None \
+            or tensor.data_location == TensorProto.EXTERNAL \
             or any(d < 0 for d in dims) or length != math.prod(dims) * itemsize:
         return None
     return DeferredArray(dims, dtype, read)
@@ -273,6 +274,7 @@ def from_onnx(
         span = lifted_nodes.get(index)
         view = None
         if span is not None:
+            assert _lifted is not None  # the spans are _lifted's
             lifted_attr = _lifted_attribute(n)
             view = lifted_attr.name, _view(lifted_attr.t, _lifted, span, label)
         if _is_constant_node(n):
@@ -300,7 +302,12 @@ def from_onnx(
         if original:
             node.name = original  # add_node would suffix a name the file reuses
     for vi in gp.output:
-        graph.outputs.append(get(vi.name))
+        output = get(vi.name)
+        if output is None:  # the IR cannot hold a nameless output: validate() reports it
+            model.load_issues.append(ValidationIssue("", "", "graph-output",
+                                                     "a graph output has an empty name"))
+            continue
+        graph.outputs.append(output)
     model.load_issues += [
         ValidationIssue("", "", "duplicate-name", f"{count} initializers are named '{name}' "
                         "(the graph may define each name once)")
