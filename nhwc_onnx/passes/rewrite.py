@@ -111,6 +111,19 @@ def shape_of(value: Value | None) -> tuple | None:
     return None if value is None or value.shape is None else tuple(value.shape)
 
 
+def present(value: Value | None) -> Value:
+    """An input a handler knows is there: a required input of a validated node."""
+    assert value is not None, "a required input is missing"
+    return value
+
+
+def dims(value: Value | None) -> tuple:
+    """The shape of a value a handler knows: an input or output of a validated node whose
+    shapes static_shapes inferred (``apply_handlers`` runs a handler only when ready)."""
+    assert value is not None and value.shape is not None, "a handler's value has no shape"
+    return value.shape
+
+
 def positive_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
