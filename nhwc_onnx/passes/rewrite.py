@@ -38,7 +38,7 @@ def const(graph: Graph, array: Any, name: str, dtype: Any = np.float32) -> Value
     # transposed view stays a view; the serializer writes it in C order). A deferred weight
     # of that type stays deferred (a folded weight is computed by the writer).
     if isinstance(array, DeferredArray) and np.dtype(dtype).name == array.dtype_name:
-        return graph.constant(array, name)
+        return graph.constant(array, name)  # type: ignore[arg-type]  # an ndarray stand-in
     return graph.constant(np.asarray(array, dtype=dtype), name)
 
 
