@@ -193,8 +193,10 @@ def convert_nodes(
                 not_converted(node)
             continue
         emitted = len(keep_going) if keep_going is not None else 0
+        converter = registry.get(op)
+        assert converter is not None  # an op without one is in missing (unsupported)
         try:
-            convert(registry.get(op), node)
+            convert(converter, node)
         except Refusal as refusal:
             found.append(NodeProblem(name, op, refusal.reason))
             _take_out(keep_going, emitted)

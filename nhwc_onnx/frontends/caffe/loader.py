@@ -49,6 +49,7 @@ def _net_inputs(b: CaffeBuilder, net: pb.NetParameter) -> None:
     names = list(net.input)
     if not names:
         return
+    shapes: list[list[int] | None]
     if len(net.input_shape):
         if len(net.input_shape) not in (1, len(names)):
             raise InvalidModelError(
@@ -77,7 +78,7 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
         if unknown:  # else no layer would be kept, and the net would seem to have no inputs
             raise UsageError(f"--outputs names {', '.join(map(repr, unknown))}, which is not a "
                              "blob of this net")
-        layers = layers_for(layers, options.outputs)
+        layers = layers_for(layers, list(options.outputs))
     problems = check_layers(layers) + REGISTRY.unsupported((la.name, la.type) for la in layers)
     # A refused net is still converted, to list every layer that cannot be, but with zero
     # weights: the (possibly huge) caffemodel is read only for a net that may convert.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,8 @@ class SourceReference:
         self._layers = layers
         self._versions = _version_names(net, layers)
         self._weights: np.ndarray | None = None
-        self._loaded = None  # (key, cv2 net) of the last run: samples reuse it
+        # (key, cv2 net, layer names) of the last run: samples reuse it
+        self._loaded: tuple[Any, Any, list[str]] | None = None
 
     def tensor_names(self) -> set[str]:
         """The converted model's tensor names that ``run`` can fetch."""
@@ -120,9 +122,9 @@ class SourceReference:
             del copy.include[:]
             del copy.exclude[:]
             for index, top in enumerate(layer.top):
-                fetcher = extra.get((layer.name, index))
-                if fetcher is not None:  # an identity right after the layer: this version
-                    ref.layer.add(name=fetcher, type="Split", bottom=[top], top=[fetcher])
+                fetch = extra.get((layer.name, index))
+                if fetch is not None:  # an identity right after the layer: this version
+                    ref.layer.add(name=fetch, type="Split", bottom=[top], top=[fetch])
         layer_names = []
         for name in fetches:
             layer, index, tops = self._versions[name]

@@ -9,7 +9,7 @@ static shapes (folded here only because a core attribute needs the number).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 import onnx
@@ -26,6 +26,7 @@ class ImportedGraph(Protocol):
 
     graph: Graph
     used_names: set[str]
+    folder: Any  # its ShapeFolder (folding.py): inferred shapes and element types
 
     def value(self, name: str) -> Value: ...
 
@@ -129,7 +130,7 @@ class NodeCtx:
         """Whether any node or graph output reads this tensor."""
         return tensor in self.importer.used_names
 
-    def refuse(self, reason: str) -> None:
+    def refuse(self, reason: str) -> NoReturn:
         raise Refusal(reason)
 
     # -- writing ----------------------------------------------------------------------------
@@ -202,6 +203,7 @@ def check_shape_input(ctx: NodeCtx, index: int, what: str, lowest: int) -> None:
     name = ctx.proto.input[index]
     value = ctx.const(index)
     folder = ctx.importer.folder
+    dtype: str | None
     if value is not None:
         dtype = str(value.dtype)
     else:

@@ -215,7 +215,7 @@ def _data_propagation_is_bounded(graph: onnx.GraphProto) -> bool:
         if info.name in ranges and tt.HasField("shape") and len(tt.shape.dim) == 1:
             dim = tt.shape.dim[0]
             lengths[info.name] = dim.dim_value if dim.HasField("dim_value") else None
-    return all(lengths.get(name) is not None and lengths[name] <= MAX_FOLD_ELEMENTS
+    return all((length := lengths.get(name)) is not None and length <= MAX_FOLD_ELEMENTS
                for name in ranges)
 
 
@@ -226,7 +226,8 @@ def _predicted_size(node: onnx.NodeProto, feeds: dict[str, np.ndarray]) -> float
         if node.op_type in ("ConstantOfShape", "Expand") and ins and ins[-1] is not None:
             return float(np.prod(np.abs(ins[-1].astype(np.float64))))
         if node.op_type == "Tile" and len(ins) > 1 and ins[1] is not None:
-            return float(np.size(ins[0])) * float(np.prod(np.abs(ins[1].astype(np.float64))))
+            data = float(np.size(ins[0])) if ins[0] is not None else 1.0  # np.size(None) is 1
+            return data * float(np.prod(np.abs(ins[1].astype(np.float64))))
         if node.op_type == "Range" and len(ins) == 3 and all(v is not None for v in ins):
             start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in ins)
             return abs((limit - start) / delta) if delta else float("inf")
