@@ -12,7 +12,10 @@ INSTALLED := $(VENV)/.nhwc-onnx-installed
 demo: $(INSTALLED)
 	$(VENV_PYTHON) examples/demo.py
 
+# The type check runs first (its settings: [tool.mypy] in pyproject.toml); a type error
+# stops make before the test suite starts.
 test: $(INSTALLED)
+	$(VENV_PYTHON) -m mypy
 	$(VENV_PYTHON) -m pytest
 
 $(VENV_PYTHON):
