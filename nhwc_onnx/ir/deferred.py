@@ -25,7 +25,7 @@ class DeferredArray:
     def __init__(self, shape: tuple, dtype_name: str, read: Callable[[], Any]):
         self.shape = tuple(shape)
         self.dtype_name = dtype_name
-        self._read = read
+        self._read: Callable[[], Any] | None = read
         self._array = None
 
     @property

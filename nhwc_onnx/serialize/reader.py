@@ -191,6 +191,7 @@ def _initializer(tensor: TensorProto, external: _ExternalData, lifted: _Lifted |
             return tensor_to_array(tensor)
         length = len(tensor.raw_data) if defer and tensor.HasField("raw_data") else None
     else:
+        assert lifted is not None  # the spans are lifted's
         def read():
             return _view(tensor, lifted, span, label)
         length = span[1]
