@@ -28,40 +28,40 @@ class TFContext:
         self.options = options
         self.values: dict[Ref, Value] = {}
         self.known: dict[int, np.ndarray] = {}  # id(value) -> small int value computed here
-        self.node: TFNode | None = None
+        self._node: TFNode | None = None
         self._own_name_free = False
 
     # -- the current node ---------------------------------------------------------------------
     def begin(self, node: TFNode) -> None:
-        self.node = node
+        self._node = node
         self._own_name_free = True
 
     @property
-    def current(self) -> TFNode:
+    def node(self) -> TFNode:
         """The node being converted (the ops below are only called while one is)."""
-        assert self.node is not None, "no TensorFlow node is being converted"
-        return self.node
+        assert self._node is not None, "no TensorFlow node is being converted"
+        return self._node
 
     @property
     def name(self) -> str:
-        return self.current.name
+        return self.node.name
 
     @property
     def attrs(self) -> Attrs:
-        return self.current.attrs
+        return self.node.attrs
 
     @property
     def n_inputs(self) -> int:
-        return len(self.current.inputs)
+        return len(self.node.inputs)
 
     def input(self, index: int) -> Value:
-        if not 0 <= index < len(self.current.inputs):  # a computed index may be -1 (no inputs)
+        if not 0 <= index < len(self.node.inputs):  # a computed index may be -1 (no inputs)
             raise Refusal(f"expects at least {max(index, 0) + 1} inputs, has "
-                          f"{len(self.current.inputs)}")
-        return self.values[self.current.inputs[index]]
+                          f"{len(self.node.inputs)}")
+        return self.values[self.node.inputs[index]]
 
     def inputs(self) -> list[Value]:
-        return [self.values[r] for r in self.current.inputs]
+        return [self.values[r] for r in self.node.inputs]
 
     def value_of(self, value: Value) -> np.ndarray | None:
         if value.const is not None:
@@ -92,7 +92,7 @@ class TFContext:
     def static_shape(self, index: int, why: str) -> tuple:
         shape = self.input(index).shape
         if shape is None or any(not isinstance(d, int) for d in shape):
-            ref = self.current.inputs[index]
+            ref = self.node.inputs[index]
             raise Refusal(
                 f"{why} needs the static shape of '{ref[0]}:{ref[1]}' (found {shape}); pass "
                 "--input-shape for the graph inputs"
@@ -109,7 +109,7 @@ class TFContext:
             count *= max(int(d), 0)
         if count > MAX_GENERATED_ELEMENTS:
             raise InvalidModelError(
-                f"node '{self.name}' ({self.current.op}) would create {what} of shape "
+                f"node '{self.name}' ({self.node.op}) would create {what} of shape "
                 f"{list(shape)} ({count} elements): not a plausible model"
             )
 
@@ -120,7 +120,7 @@ class TFContext:
         if len(set(found.values())) > 1:
             listed = ", ".join(f"input {i} is {d}" for i, d in found.items())
             raise InvalidModelError(
-                f"node '{self.name}' ({self.current.op}): {listed}; TensorFlow requires one type"
+                f"node '{self.name}' ({self.node.op}): {listed}; TensorFlow requires one type"
             )
 
     def rank(self, index: int, why: str) -> int:
@@ -147,7 +147,7 @@ class TFContext:
              suffix: str | None = None, outputs: int = 1, dtype: str | None = None) -> Node:
         """Add one core node; output 0 of the un-suffixed node carries the TF node's name."""
         node = self.graph.make_node(op, list(inputs), attrs or {}, name=self._node_name(suffix),
-                                    outputs=outputs, domain=CORE, doc=self.current.op)
+                                    outputs=outputs, domain=CORE, doc=self.node.op)
         self._annotate(node, dtype)
         return node
 
