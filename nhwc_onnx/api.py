@@ -331,8 +331,9 @@ class VerifyBeforeWrite:
                  bisect: bool = False, layers: bool = False, samples: int = 1,
                  started: Callable[[], None] | None = None):
         self.source, self.options, self.started = source, options, started
-        self.settings: dict[str, Any] = {"atol": atol, "rtol": rtol, "bisect": bisect, "layers": layers,
-                         "samples": samples}
+        self.settings: dict[str, Any] = {
+            "atol": atol, "rtol": rtol, "bisect": bisect, "layers": layers,
+            "samples": samples}
         self.report: Any = None  # the VerificationReport, once verified
 
     def __call__(self, model: Model, report: ConversionReport) -> bool:

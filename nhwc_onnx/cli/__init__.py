@@ -94,7 +94,8 @@ class Group(click.Group):
                 raise
             exc.ctx = get_command(name).make_context(name, [], parent=ctx,
                                                      resilient_parsing=True)
-            exc.cmd = exc.ctx.command  # type: ignore[misc]  # click types it Final; the usage shown reads it
+            # click types cmd Final, but the usage it shows is read from it
+            exc.cmd = exc.ctx.command  # type: ignore[misc]
             raise
 
     def invoke(self, ctx: click.Context):

@@ -102,7 +102,8 @@ def feed_problems(model: Model, feeds: Mapping[str, np.ndarray]) -> list[str]:
     problems += [f"input {name!r} needs shape {inputs[name].shape}, the array has "
                  f"{tuple(np.shape(array))}" for name, array in feeds.items()
                  if name in inputs and not shape_fits(inputs[name].shape, np.shape(array))]
-    batches: dict[str, dict[str, int]] = {}  # a symbolic batch is one size in every input that names it
+    # a symbolic batch is one size in every input that names it
+    batches: dict[str, dict[str, int]] = {}
     for name, array in feeds.items():
         shape = inputs[name].shape if name in inputs else None
         if shape and isinstance(shape[0], str) and np.ndim(array):

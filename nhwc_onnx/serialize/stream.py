@@ -116,7 +116,8 @@ class ArrayWriter:
             _copy_into(out, part)
             if scaled is not None:  # the folded weight, computed in the buffer
                 scaled.scale_into(out, slice(start, start + rows))
-            self._write(memoryview(self._buffer)[:part.nbytes])  # type: ignore[arg-type]  # as ^
+            # numpy's stubs again (see above)
+            self._write(memoryview(self._buffer)[:part.nbytes])  # type: ignore[arg-type]
             del out
 
     def _write(self, data: memoryview) -> None:
