@@ -66,7 +66,7 @@ class Framework:
 
     def recognises(self, path: str | os.PathLike) -> bool:
         """Whether the file's content is this framework's format (a folder: never)."""
-        return not Path(path).is_dir() and self.frontend().recognises(os.fspath(path))
+        return not is_folder(path) and self.frontend().recognises(os.fspath(path))
 
     def source_graph(self, path: str | os.PathLike, options):
         """The source's topology as the exact cut reads it (nhwc_onnx.conversion.cut)."""
@@ -111,10 +111,20 @@ def get(name: str | Framework, parameter: str = "framework") -> Framework:
                          f"{', '.join(_BY_NAME)})", param_hint=parameter) from None
 
 
+def is_folder(path: str | os.PathLike) -> bool:
+    """Whether a source path is a folder; ModelLoadError when it cannot even be looked up (a
+    name too long for the file system, a folder we may not search)."""
+    try:
+        return Path(path).is_dir()
+    except OSError as exc:
+        raise ModelLoadError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})"
+                             ) from None
+
+
 def detect(path: str | os.PathLike) -> Framework:
     """The framework of a source, from its name (suffix) or, for a folder, its content."""
     p = Path(path)
-    if p.is_dir():
+    if is_folder(p):
         for fw in FRAMEWORKS:
             if fw.claims(p):
                 return fw
@@ -132,6 +142,12 @@ def detect(path: str | os.PathLike) -> Framework:
             raise ModelLoadError(f"{p}: {hint.format(path=p)}")
     raise ModelLoadError(f"{p}: cannot tell the framework from the extension '{p.suffix}'; "
                          f"pass --framework {'|'.join(_BY_NAME)}")
+
+
+def of(options, path: str | os.PathLike) -> Framework:
+    """The framework a conversion with ``options`` reads ``path`` as: ``options.framework``
+    when given, else the one its name (or, for a folder, its content) says."""
+    return get(options.framework) if options.framework else detect(path)
 
 
 def unread_options(fw: Framework, path: str | os.PathLike, *, weights: bool,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,10 +140,32 @@ def _channel_values(value: Any, where: str, positive: bool) -> tuple[float, ...]
         if not math.isfinite(number) or (positive and not number > 0):
             raise UsageError(f"{number:g} is not {'a number > 0' if positive else 'finite'}",
                              param_hint=where)
+        _check_float32(number, where, positive)
         numbers.append(number)
     if not numbers:
         raise UsageError("no value given (one value, or one per channel)", param_hint=where)
     return tuple(numbers)
+
+
+def _as_float32(number: float) -> float | None:
+    """``number`` rounded to float32, None when that is not finite."""
+    try:
+        single = struct.unpack("f", struct.pack("f", number))[0]
+    except OverflowError:
+        return None
+    return single if math.isfinite(single) else None
+
+
+def _check_float32(number: float, where: str, divisor: bool) -> None:
+    """The model computes in float32: a mean must stay finite there, and a std (its model
+    multiplies by 1/std) must stay non-zero with a finite reciprocal."""
+    single = _as_float32(number)
+    if single is None:
+        raise UsageError(f"{number:g} is not finite in float32 (largest: 3.4e38)",
+                         param_hint=where)
+    if divisor and (single == 0 or _as_float32(1 / single) is None):
+        raise UsageError(f"{number:g}: 1/{number:g} is not finite in float32 (a std must be at "
+                         "least about 2.94e-39)", param_hint=where)
 
 
 def _per_input(value: Any, parameter: str, positive: bool = False) -> FrozenMapping:
@@ -313,11 +336,7 @@ class ConvertOptions:
                 value = list(value)
             recorded[name] = value
         recorded.update(domain=self.domain, weights_as_constants=self.weights_as_constants,
-                        allow_transpose=self.allow_transpose,
-                        # The option is gone (no rewrite approximates any more, see
-                        # docs/rounding.md); the entry stays so that files keep their bytes
-                        # and report readers their key.
-                        approximate_padding=False)
+                        allow_transpose=self.allow_transpose)
         if self.strict:
             recorded["strict"] = True
         if self.keep_layout:

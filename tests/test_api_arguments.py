@@ -1,4 +1,4 @@
-"""Issue 30 "Smaller": every public function says which parameter is wrong, before any work.
+"""Every public function says which parameter is wrong, before any work.
 
 A wrong type is a TypeError whose message starts with the parameter's name (it failed inside
 numpy, os or onnx, or iterated a string's characters); ``nhwc_onnx.check`` takes folders and

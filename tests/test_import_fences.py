@@ -25,6 +25,16 @@ ALLOWED = {
     "runtime": LEAVES | {"ir", "schemas", "serialize"},
     # what converts is read from the passes' op table and the frontends' declarations
     "support": LEAVES | {"ir", "schemas", "passes", "frameworks", "serialize"},
+    # a finished dialect model (check, run, lower) needs no frontend and no pass
+    "dialect": LEAVES | {"ir", "schemas", "serialize", "runtime"},
+    # the source's runtime against ours: it never converts (convert's stages sit above it)
+    "verification": LEAVES | {"ir", "schemas", "serialize", "runtime", "frameworks",
+                              "frontends"},
+    # pipelines of segments run, check and verify below conversion, which builds them
+    "pipeline": LEAVES | {"ir", "schemas", "serialize", "runtime", "frameworks", "frontends",
+                          "verification"},
+    "conversion": LEAVES | {"ir", "schemas", "passes", "serialize", "runtime", "frameworks",
+                            "frontends", "verification", "pipeline"},
     "files": {"errors", "onnxfile"},
     "onnxfile": set(),
     "errors": set(),

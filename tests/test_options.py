@@ -16,9 +16,9 @@ from nhwc_onnx.options import ConvertOptions
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-# What every default conversion wrote into its metadata before the options had one home
-# (a model converted by 8b05207, `onnx.load(...).metadata_props`): written out by hand.
-DEFAULT_METADATA = ('{"allow_transpose": false, "approximate_padding": false, "domain": "nhwc", '
+# What every default conversion writes into its metadata (the options of a model converted by
+# 8b05207, without the entry of the removed approximate_padding): written out by hand.
+DEFAULT_METADATA = ('{"allow_transpose": false, "domain": "nhwc", '
                     '"seed": 0, "signature": "serving_default", "weights_as_constants": false}')
 
 
@@ -37,7 +37,7 @@ def test_the_report_records_what_was_set_and_only_what_changes_a_conversion():
     assert options.to_report() == {
         "outputs": ["conv1"], "input_shapes": {"data": [-1, 3, 9, 9]}, "batch": 2,
         "weights": "w.caffemodel", "seed": 7, "signature": "serving_default", "domain": "",
-        "weights_as_constants": False, "allow_transpose": False, "approximate_padding": False,
+        "weights_as_constants": False, "allow_transpose": False,
         "strict": True, "keep_layout": ["data"]}
 
 

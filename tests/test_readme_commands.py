@@ -69,14 +69,14 @@ def _small(folder: Path) -> None:
 def _small_bad(folder: Path) -> None:
     """small.onnx with the largest weight of its first conv scaled by 1.5 (the README's
     --layers example)."""
-    from tests.verify.verify_models import scale_conv_weight
+    from tests.verification.verify_models import scale_conv_weight
 
     scale_conv_weight(folder / "small.onnx", "conv1", folder / "small_bad.onnx")
 
 
 def _dynamic(folder: Path) -> None:
     """A TorchScript export with dynamic_axes {0: "batch"} (conv, pool, conv, view, Linear)."""
-    from tests.batch import exporters
+    from tests.conversion.symbolic_batch import exporters
 
     onnx.save(exporters.torchscript(17), folder / "dynamic.onnx")
 
@@ -89,7 +89,7 @@ def _dynamic_nhwc(folder: Path) -> None:
 
 def _stacked(folder: Path) -> None:
     """Relu(x) concatenated with x along axis 0, the symbolic batch: it mixes the samples."""
-    from tests.batch import exporters
+    from tests.conversion.symbolic_batch import exporters
 
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
              helper.make_node("Concat", ["r", "x"], ["y"], name="batch_concat", axis=0)]
@@ -98,7 +98,7 @@ def _stacked(folder: Path) -> None:
 
 def _classifier_keras(folder: Path) -> None:
     """Input(name="img") 7x5x3 -> Conv2D -> GlobalAveragePooling -> Dense "probs"."""
-    from tests.deployment.models import keras_classifier
+    from tests.conversion.deployment.models import keras_classifier
 
     keras_classifier(folder / "classifier.keras")
 
@@ -108,6 +108,19 @@ def _classifier_onnx(folder: Path) -> None:
 
     nhwc_onnx.convert(folder / "classifier.keras", folder / "classifier.onnx",
                       nhwc_onnx.ConvertOptions(rename={"probs": "scores"}))
+
+
+def _embedder(folder: Path) -> None:
+    """Convs, a linear head and F.normalize (ReduceL2, Div: refused), as PyTorch exports it."""
+    from tests.pipeline.models import l2_embedder
+
+    l2_embedder(folder / "embedder.onnx")
+
+
+def _embedder_split(folder: Path) -> None:
+    import nhwc_onnx
+
+    nhwc_onnx.convert(folder / "embedder.onnx", folder / "embedder", split=True)
 
 
 def _models_folder(folder: Path) -> None:
@@ -125,6 +138,8 @@ BUILDERS: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "classifier.keras": (_classifier_keras, ()),
     "classifier.onnx": (_classifier_onnx, ("classifier.keras",)),
     "models": (_models_folder, ("small.onnx",)),
+    "embedder.onnx": (_embedder, ()),
+    "embedder": (_embedder_split, ("embedder.onnx",)),
 }
 
 
@@ -221,6 +236,13 @@ CASES: dict[str, Case] = {
     "nhwc-onnx convert examples/caffe/tiny_net.prototxt --weights random -o tiny_random.onnx "
     "--verify": Case(0, check=_written("tiny_random.onnx")),
     # the other commands
+    # split
+    "nhwc-onnx convert embedder.onnx --split -o embedder --verify":
+        Case(0, ("embedder.onnx",), check=_written("embedder/pipeline.json")),
+    "nhwc-onnx info embedder": Case(0, ("embedder",)),
+    "nhwc-onnx run embedder --random": Case(0, ("embedder",),
+                                            check=_written("embedder_outputs/embedding.npy")),
+    "nhwc-onnx verify embedder.onnx embedder": Case(0, ("embedder",)),
     "nhwc-onnx check examples/invalid/broken.onnx": Case(1),
     "nhwc-onnx info examples/onnx/small_nchw.onnx": Case(0),
     "nhwc-onnx lower small.onnx --output small_standard.onnx":

@@ -1,6 +1,6 @@
 """One conversion run collects the refusals of every stage (frontend, up-front scan, layout,
 empty tensors, legalisation) into the one error, the report's ``refused`` list and the count
-(issue 30, item 1: before, the first stage that refused anything stopped the run)."""
+."""
 from __future__ import annotations
 
 import json
@@ -190,6 +190,28 @@ def test_tensorflow_refusals_of_the_frontend_and_the_passes(tmp_path):
     assert ops == ["Cumsum", "FloorMod", "Sqrt"], str(exc)
 
 
+@pytest.mark.parametrize("batch", [2, None], ids=["static", "symbolic"])
+def test_tensorflow_lists_the_refusals_after_an_op_without_converter(tmp_path, batch):
+    """Erf and Rsqrt computed from an Einsum (no converter) are listed as the ONNX frontend
+    lists them; the ops between them that convert (Abs, AddV2) are not. (Before, the nodes
+    after the Einsum were skipped, and only the Erf of the other branch was listed.)"""
+    from tests.frontends.tensorflow.tf_helpers import freeze, spec, tf
+
+    t = tf()
+    weight = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+
+    def fn(x):
+        y = t.math.erf(t.einsum("bhwc,cd->bhwd", x, weight))
+        return t.math.rsqrt(t.abs(y) + 1.0) + t.math.erf(x[..., :1])
+
+    data, _ = freeze(fn, [spec((batch, 6, 7, 3))])
+    path = tmp_path / "m.pb"
+    path.write_bytes(data)
+    exc = _refusal(path)
+    assert sorted(p.op for p in exc.problems) == ["Einsum", "Erf", "Erf", "Rsqrt"], str(exc)
+    assert {p.node for p in exc.problems} == {"einsum/Einsum", "Erf", "Erf_1", "Rsqrt"}
+
+
 def test_a_model_without_refusals_is_not_changed_by_the_collection(tmp_path):
     f = TensorProto.FLOAT
     w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
@@ -206,8 +228,8 @@ def test_the_cut_needs_one_checking_conversion_after_refusals_at_every_stage(
         tmp_path, monkeypatch):
     """Side branches refused at five stages (frontend, scan, layout, empty tensor,
     legalisation) are all in the first error, so the exact cut is right the first time: one
-    conversion to check it (issue 30, item 16: it took one per stage)."""
-    from nhwc_onnx import api
+    conversion to check it."""
+    from nhwc_onnx.conversion import convert as conversion
 
     f = TensorProto.FLOAT
     nodes = [
@@ -226,16 +248,16 @@ def test_the_cut_needs_one_checking_conversion_after_refusals_at_every_stage(
                  [helper.make_tensor_value_info(n, f, None)
                   for n in ("s", "e", "flat", "sq", "big")], inits)
     calls = []
-    original = api.convert
+    original = conversion.convert
 
     def counting(*args, **kwargs):
         options = kwargs.get("options")
         calls.append(True if options is None else options.exact_cut)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(api, "convert", counting)
+    monkeypatch.setattr(conversion, "convert", counting)
     with pytest.raises(UnsupportedOpError) as info:
-        api.convert(path)
+        conversion.convert(path)
     assert {p.node for p in info.value.problems} == {
         "frontend", "scan", "layout", "empty", "square_of_nothing", "legalize"}
     assert info.value.exact_cut.outputs == ["r"]

@@ -163,7 +163,7 @@ def test_every_package_module_imports():
 
 
 @pytest.mark.parametrize("code, expected", [
-    # the bug of issue 18 finding 12, as it was in verification/bisect.py
+    # a bug once in verification/bisect.py
     (("def names(source):\n"
       "    from ..frontends.tensorflow import loader\n"
       "    return loader.read_graph_def(source)\n"),

@@ -25,7 +25,7 @@ from ..errors import (
     UsageError,
 )
 from ..support.spelling import closest_name
-from .common import Settings, echo
+from .common import Settings, StdoutUnwritable, echo
 from .process import (
     GC_YOUNG_ALLOCATIONS,
     IMPORTED_BEFORE_DISPATCH,
@@ -108,6 +108,14 @@ class Group(click.Group):
             # docs advise, pointing stdout at devnull so the final flush cannot fail again.
             _silence_stdout()
             ctx.exit(EXIT_INVALID)
+        except StdoutUnwritable as exc:  # e.g. `> /dev/full`: said, then as a broken pipe
+            _stdout_refused(exc)
+            ctx.exit(EXIT_INVALID)
+        except OSError as exc:
+            if not _printed_by_click(exc) or ctx.params.get("debug"):
+                raise
+            _stdout_refused(exc)  # a command's help (`convert -h > /dev/full`)
+            ctx.exit(EXIT_INVALID)
         except UsageError as exc:
             if ctx.params.get("debug"):
                 raise
@@ -135,6 +143,23 @@ def _as_option(exc: UsageError, ctx: click.Context) -> UsageError:
         if param.name == exc.param_hint and isinstance(param, click.Option):
             return UsageError(exc.problem, param_hint=param.opts[0])
     return exc
+
+
+def _printed_by_click(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised as click printed (a help text, the version)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "echo" \
+        and tb.tb_frame.f_globals.get("__name__") == "click.utils"
+
+
+def _stdout_refused(exc: OSError) -> None:
+    _silence_stdout()
+    try:
+        echo(f"Error: cannot write to standard output ({exc.strerror or exc})", err=True)
+    except OSError:
+        pass  # stderr refuses too: the exit code is all that is left
 
 
 def _silence_stdout() -> None:
@@ -172,8 +197,9 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
         configure_logging(quiet, verbose, debug)
 
 
-# Importing logging is 5% of a small `check` (328 -> 311 M instructions without it) and 8% of
-# `--help`; nothing `check` runs logs (tests/speed/test_startup_imports.py keeps it so).
+# Importing logging is a measurable share of a small `check` and of `--help`
+# (docs/benchmarks.md, "Measured choices in the code"); nothing `check` runs logs
+# (tests/speed/test_startup_imports.py keeps it so).
 COMMANDS_THAT_NEVER_LOG = frozenset({"check"})
 
 
@@ -200,6 +226,12 @@ def run_command(args: list[str]) -> int | str | None:
         return exc.exit_code
     except click.Abort:  # end of input at a prompt (there are none)
         echo("Aborted!", err=True)
+        return EXIT_INVALID
+    except BrokenPipeError:  # click printing the help or the version
+        _silence_stdout()
+        return EXIT_INVALID
+    except OSError as exc:  # only click's printing of the help or the version gets here
+        _stdout_refused(exc)
         return EXIT_INVALID
     except SystemExit as exc:  # a command's own exit code
         return exc.code

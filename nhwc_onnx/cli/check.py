@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from ..errors import EXIT_INVALID, EXIT_UNREADABLE
+from ..errors import EXIT_INVALID, EXIT_UNREADABLE, UsageError
 from .common import Settings, echo
 
 
@@ -22,6 +22,13 @@ def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
     """
     from ..dialect.check import check_file, expand_model_paths, no_match_result, summary, to_junit
 
+    pipelines = [m for m in models if _is_pipeline(m)]
+    if pipelines:
+        from .pipeline import check_pipelines
+
+        if len(pipelines) < len(models) or fmt == "junit":
+            raise UsageError("check takes pipelines alone (text or json), not mixed with models")
+        sys.exit(check_pipelines(pipelines, fmt, settings))
     files, unmatched = expand_model_paths(models)
     results = [check_file(path) for path in files] + [no_match_result(a) for a in unmatched]
     counts = summary(results)
@@ -39,6 +46,15 @@ def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
         sys.exit(EXIT_UNREADABLE)
     if counts["invalid"] or counts.get("error"):
         sys.exit(EXIT_INVALID)
+
+
+def _is_pipeline(path: str) -> bool:
+    """A pipeline's folder or its pipeline.json (told without importing the pipeline code,
+    which a plain check never needs)."""
+    import os
+
+    return (os.path.isdir(path) and os.path.isfile(os.path.join(path, "pipeline.json"))) or (
+        os.path.basename(path) == "pipeline.json" and os.path.isfile(path))
 
 
 def _print_check_report(results: list[dict], counts: dict, settings: Settings) -> None:

@@ -46,8 +46,19 @@ def echo(message: str = "", err: bool = False) -> None:
     stream = sys.stderr if err else sys.stdout
     if stream is None:
         return
-    stream.write(f"{printable(message)}\n")
-    stream.flush()
+    try:
+        stream.write(f"{printable(message)}\n")
+        stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if err:
+            raise
+        raise StdoutUnwritable(exc.errno, exc.strerror) from None
+
+
+class StdoutUnwritable(OSError):
+    """Standard output refuses what a command prints (``> /dev/full``: no space left)."""
 
 
 def wanted(quiet: bool = False, stream: TextIO | None = None) -> bool:
@@ -74,15 +85,13 @@ class PathType(click.ParamType):
 
     name = "path"
 
-    def __init__(self, *, file_okay: bool = True, dir_okay: bool = True):
-        self.file_okay, self.dir_okay = file_okay, dir_okay
+    def __init__(self, *, dir_okay: bool = True):
+        self.dir_okay = dir_okay
 
     def convert(self, value, param, ctx) -> str:
         text = os.fspath(value)
         if not self.dir_okay and os.path.isdir(text):
             self.fail(f"'{text}' is a directory", param, ctx)
-        if not self.file_okay and os.path.exists(text) and not os.path.isdir(text):
-            self.fail(f"'{text}' is a file, not a folder", param, ctx)
         return text
 
 
@@ -104,8 +113,10 @@ class NonNegativeFloat(click.ParamType):
         return number
 
 
-FILE = PathType(dir_okay=False)
-FOLDER = PathType(file_okay=False)
+FILE = PathType(dir_okay=False)  # an input file: a directory is an unreadable input (exit 2)
+# Where a command writes (a file or a folder): not refused here, so that a path of the wrong
+# kind is an unusable output (exit 1) like every other (nhwc_onnx.files.writes).
+OUTPUT = PathType()
 AT_LEAST_ONE = click.IntRange(min=1)
 
 
@@ -158,15 +169,18 @@ def tolerance_options(command):
 
 
 def verification_options(command):
-    """--layers, --samples and --html, the same for convert --verify and verify."""
+    """--input, --layers, --samples and --html, the same for convert --verify and verify."""
     for decorate in reversed((
+        names_option("--input", "input_files", metavar="NAME=FILE.npy",
+                     help="Input value in the source layout, keyed by the converted model's "
+                          "input name (default: seeded random)."),
         click.option("--layers", is_flag=True,
                      help="Also compare every tensor both models compute (a table in graph "
                           "order; the first out of tolerance marked)."),
         click.option("--samples", type=AT_LEAST_ONE, default=1, show_default=True,
                      metavar="N", help="Compare on N inputs (seeded; --input files first); "
                                        "the verdict is the worst."),
-        click.option("--html", "html_path", type=FILE, metavar="FILE",
+        click.option("--html", "html_path", type=OUTPUT, metavar="FILE",
                      help="Write a self-contained HTML page: verdict, conversion summary, a "
                           "plot of the per-tensor error and the table (implies --layers)."),
     )):
@@ -174,17 +188,30 @@ def verification_options(command):
     return command
 
 
-def parse_shapes(values: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+def parse_input_files(items: tuple[str, ...]) -> list[tuple[str, str]]:
+    """--input NAME=FILE.npy values as (name, file) pairs, in order."""
+    from ..errors import UsageError
+
+    pairs = []
+    for item in items:
+        name, sep, file = item.partition("=")
+        if not sep:
+            raise UsageError(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
+        pairs.append((name, file))
+    return pairs
+
+
+def parse_shapes(values: tuple[str, ...]) -> dict[str, list[int]]:
     """--input-shape NAME=D1,D2,... values as NAME -> dims."""
     from ..errors import UsageError
 
-    shapes: dict[str, tuple[int, ...]] = {}
+    shapes = {}
     for item in values:
-        name, sep, text = item.rpartition("=")
+        name, sep, dims = item.rpartition("=")
         try:
             if not sep or not name:
                 raise ValueError
-            shapes[name] = tuple(int(d) for d in text.split(","))
+            shapes[name] = [int(d) for d in dims.split(",")]
         except ValueError:
             raise UsageError(f"'{item}': expected NAME=D1,D2,... (e.g. input=1,224,224,3)",
                              param_hint="--input-shape") from None

@@ -13,14 +13,15 @@ import click
 from ..errors import EXIT_OK, EXIT_VERIFY_FAILED, UnsupportedOpError, UsageError
 from .common import (
     AT_LEAST_ONE,
-    FILE,
-    FOLDER,
+    OUTPUT,
+    PathType,
     Settings,
     convert_options,
     echo,
     framework_option,
     names_option,
     parse_channel_values,
+    parse_input_files,
     parse_renames,
     progress,
     source_options,
@@ -33,9 +34,9 @@ from .common import (
 @click.argument("sources", nargs=-1, required=True,
           help="Source models: .pb, .pbtxt, .keras, .h5, a SavedModel folder, .prototxt or "
                ".onnx.")
-@click.option("-o", "--output", type=FILE, metavar="FILE",
-              help="Output .onnx file (one source).")
-@click.option("--output-dir", type=FOLDER, metavar="DIR",
+@click.option("-o", "--output", type=OUTPUT, metavar="FILE",
+              help="Output .onnx file (one source; with --split the pipeline's folder).")
+@click.option("--output-dir", type=OUTPUT, metavar="DIR",
               help="Output folder (several sources: <dir>/<source name>.onnx).")
 @source_options
 @click.option("--domain", type=click.Choice(["nhwc", "default"]), default="nhwc",
@@ -43,9 +44,6 @@ from .common import (
 @click.option("--weights-as-constants", is_flag=True, help="Weights as Constant nodes.")
 @click.option("--allow-transpose", is_flag=True,
               help="Insert a layout Transpose where NCHW semantics need one (warns per node).")
-@click.option("--approximate-padding", is_flag=True, hidden=True,
-              help="No effect: accepted so that old command lines still run (no rewrite "
-                   "approximates padding any more; see --strict).")
 @click.option("--strict", is_flag=True,
               help="Refuse rounding-level rewrites too (x/c as x*(1/c), ...): bit-exact only.")
 @names_option("--keep-layout", metavar="NAME[,NAME]",
@@ -68,6 +66,9 @@ from .common import (
 @click.option("--no-cut", is_flag=True,
               help="On a refusal, only list the refused nodes: no exact cut (which costs up to "
                    "one more conversion of the convertible part).")
+@click.option("--split", is_flag=True,
+              help="A refused model becomes a pipeline folder (-o): dialect segments and "
+                   "standard ONNX segments for the refused nodes.")
 @click.option("--verify", "do_verify", is_flag=True,
               help="Run source and result on the same inputs and compare.")
 @click.option("--bisect", is_flag=True, help="With --verify: name the first diverging node.")
@@ -78,9 +79,10 @@ from .common import (
                    "of usable CPUs.")
 @click.pass_obj
 def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
-            output_dir: str | None, report_path: str | None, no_cut: bool, do_verify: bool,
-            bisect: bool, atol: float, rtol: float, layers: bool, samples: int,
-            html_path: str | None, jobs: int, **params) -> None:
+            output_dir: str | None, report_path: str | None, no_cut: bool, split: bool,
+            do_verify: bool, bisect: bool, atol: float, rtol: float,
+            input_files: tuple[str, ...], layers: bool, samples: int, html_path: str | None,
+            jobs: int, **params) -> None:
     """Convert TensorFlow, Caffe or ONNX models to the NHWC dialect.
 
     Nothing is written when a model cannot be converted exactly. Exit codes: 0 ok,
@@ -96,10 +98,14 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     if output and output_dir:
         raise UsageError("-o names the output file of one source, --output-dir the folder of a "
                          "batch: give one of them")
-    if not do_verify and (layers or samples != 1 or html_path):
-        given = [o for o, on in (("--layers", layers), ("--samples", samples != 1),
-                                 ("--html", html_path)) if on]
+    inputs = parse_input_files(input_files)
+    if not do_verify and (layers or samples != 1 or html_path or inputs):
+        given = [o for o, on in (("--input", inputs), ("--layers", layers),
+                                 ("--samples", samples != 1), ("--html", html_path)) if on]
         raise UsageError(f"{', '.join(given)} describe(s) the verification: add --verify")
+    if split and (len(sources) > 1 or output_dir or bisect or html_path):
+        raise UsageError("--split converts one source to the folder -o names (no --output-dir, "
+                         "--bisect or --html)")
     if len(sources) > 1 or output_dir:
         if output:
             raise UsageError("use --output-dir (not -o) with several sources")
@@ -108,13 +114,23 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
         if html_path:
             raise UsageError("--html writes the page of one conversion; with several sources "
                              "use --report (its verification holds the same data)")
+        if inputs:
+            raise UsageError("--input feeds the verification of one model; several sources "
+                             "are verified on seeded random inputs")
         raise SystemExit(_convert_many(settings, sources, Path(output_dir), options, jobs,
                                        do_verify, atol, rtol, report_path, layers, samples))
     if not output:
         raise UsageError("missing -o/--output")
+    if split:
+        from .pipeline import convert_split
+
+        raise SystemExit(convert_split(settings, sources[0], output, options, do_verify=do_verify,
+                                       atol=atol, rtol=rtol, layers=layers, samples=samples,
+                                       report_path=report_path,
+                                       format_verification=format_verification))
     from ..api import VerifyBeforeWrite, source_files, write_report
     from ..api import convert as api_convert
-    from ..files.writes import plan_targets
+    from ..files.writes import all_or_nothing, plan_targets
     from .common import wanted
     from .progress import StageReporter
 
@@ -122,30 +138,42 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     targets = [("output", Path(output))] + ([("report", Path(report_path))] if report_path else [])
     if html_path:
         targets.append(("HTML page", Path(html_path)))
-    plan_targets(targets, source_files(source, options))  # before the (long) conversion
+    # before the (long) conversion; no output may replace a source or an --input file
+    plan_targets(targets, source_files(source, options) + [Path(f) for _, f in inputs])
+    feeds = None
+    if inputs:
+        from ..files.npy import load_npy
+
+        feeds = {name: load_npy(file) for name, file in inputs}
     stages = StageReporter(source, wanted(settings.verbosity < 0))
     check = VerifyBeforeWrite(source, options, atol=atol, rtol=rtol, bisect=bisect,
-                              layers=layers or bool(html_path), samples=samples,
+                              layers=layers or bool(html_path), samples=samples, feeds=feeds,
                               started=lambda: stages("verify")) if do_verify else None
-    try:
-        result = api_convert(source, output, options, progress=stages, before_write=check)
-    except UnsupportedOpError as exc:
-        if report_path:  # the refusal and the exact cut, for machines
+    refusal = None
+    with all_or_nothing():  # the model, its report and its page: all written, or none
+        try:
+            result = api_convert(source, output, options, progress=stages, before_write=check)
+        except UnsupportedOpError as exc:
+            if not report_path:
+                raise
             from ..api import write_refusal_report
 
-            write_refusal_report(Path(report_path), source, exc)
-        raise
+            write_refusal_report(Path(report_path), source, exc)  # the refusal and exact cut
+            refusal = exc
+        else:
+            verification = check.report if check is not None else None
+            if report_path:
+                write_report(Path(report_path), result.report, verification)
+            if html_path and verification is not None:  # a failed verification's page too
+                from ..verification.html import write_html
+
+                write_html(Path(html_path), verification, result.report)
+    if refusal is not None:
+        raise refusal
     report = result.report
     for w in report.warnings:
         echo(f"Warning: {w}", err=True)
-    verification = check.report if check is not None else None
     code = EXIT_VERIFY_FAILED if verification is not None and not verification.ok else EXIT_OK
-    if report_path:
-        write_report(Path(report_path), report, verification)
-    if html_path and verification is not None:  # a failed verification's page too
-        from ..verification.html import write_html
-
-        write_html(Path(html_path), verification, report)
     if settings.verbosity >= 0:
         echo(format_report(report))
         if verification is not None:
@@ -194,10 +222,9 @@ def _convert_many(settings: Settings, sources, out_dir: Path, options, jobs: int
 
 @click.command()
 @click.argument("source", help="The source model, as given to convert.")
-@click.argument("converted", type=FILE, help="The dialect model converted from SOURCE.")
+@click.argument("converted", type=PathType(),
+                help="The dialect model converted from SOURCE, or a pipeline (its folder).")
 @source_options
-@names_option("--input", "input_files", metavar="NAME=FILE.npy",
-              help="Input value in the source layout (default: seeded random).")
 @tolerance_options
 @click.option("--bisect", "--per-node", "bisect", is_flag=True,
               help="When outputs differ, name the first node whose output diverges.")
@@ -214,12 +241,7 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
     from ..files.npy import load_npy
 
     options = convert_options(params)
-    inputs = []
-    for item in input_files:
-        name, sep, file = item.partition("=")
-        if not sep:
-            raise UsageError(f"'{item}': expected NAME=FILE.npy", param_hint="--input")
-        inputs.append((name, file))
+    inputs = parse_input_files(input_files)
     if html_path:  # checked before anything is read or run
         from ..files.writes import plan_targets
 
@@ -227,6 +249,14 @@ def verify(settings: Settings, source: str, converted: str, input_files: tuple[s
                      + [Path(converted)] + [Path(file) for _, file in inputs])
     feeds = {name: load_npy(file) for name, file in inputs} if inputs else None
     progress(settings, "running both models ...")
+    from ..pipeline import is_pipeline
+
+    if is_pipeline(converted):
+        from .pipeline import verify_pipeline
+
+        raise SystemExit(verify_pipeline(source, converted, options, feeds, atol, rtol,
+                                         layers or bool(html_path), samples, fmt,
+                                         format_verification, html_path))
     report = api_verify(source, converted, options, feeds=feeds, atol=atol, rtol=rtol,
                         bisect=bisect, layers=layers or bool(html_path), samples=samples)
     if html_path:
@@ -253,6 +283,12 @@ def info(file: str, framework: str | None, weights: str | None, fmt: str) -> Non
     """Inputs, outputs, op histogram, parameter count and size of any supported file."""
     from ..api import info as api_info
     from ..options import ConvertOptions
+    from ..pipeline import is_pipeline
+
+    if is_pipeline(file):
+        from .pipeline import info_pipeline
+
+        return info_pipeline(file, fmt)
 
     dialect = True if framework == "dialect" else None if framework is None else False
     options = ConvertOptions(framework=None if dialect else framework,
@@ -267,16 +303,24 @@ def info(file: str, framework: str | None, weights: str | None, fmt: str) -> Non
 def format_info(data: dict) -> str:
     """``info``'s text: the summary line, inputs and outputs (an unknown dim is ``?``, a
     symbolic one its name), ops, embedded preprocessing and how a conversion would end."""
+    from ..serialize.keys import KEY_PREPROCESSING, read_preprocessing
+
     parameters = data["parameters"]
-    lines = [f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, {data['nodes']} nodes, "
+    nodes = "?" if data["nodes"] is None else data["nodes"]
+    lines = [f"{data['file']}: {data['format']}, {data['bytes']:,} bytes, {nodes} nodes, "
              + (f"{parameters:,} parameters" if parameters is not None else "weights not read")]
     for kind in ("inputs", "outputs"):
         for v in data[kind]:
             shape = " x ".join("?" if d is None else str(d) for d in v["shape"] or []) or "?"
             lines.append(f"  {kind[:-1]:6} {v['name']}: {v['dtype'] or '?'} {shape}")
-    lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
-    embedded = json.loads(data["metadata"].get("preprocessing") or "{}")
-    for name, step in sorted(embedded.items()) if isinstance(embedded, dict) else ():
+    if data["nodes"] is not None:
+        lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in data["ops"].items()))
+    if data.get("macs") is not None:
+        lines.append(f"  cost: {data['macs']:,} MACs per sample, {data['parameter_bytes']:,} "
+                     "parameter bytes")
+    embedded = (read_preprocessing(data["metadata"].get(KEY_PREPROCESSING))
+                if data["format"] == "nhwc dialect" else {})  # a source's key is not ours
+    for name, step in sorted(embedded.items()):
         reverse = "channels reversed, " if step.get("reverse_channels") else ""
         lines.append(f"  preprocessing: '{name}' takes raw pixels ({reverse}mean "
                      f"{step.get('mean')}, std {step.get('std')})")
@@ -319,7 +363,8 @@ def format_report(report) -> str:
 def format_verification(report) -> str:
     status = "MATCH" if report.ok else "MISMATCH"
     batches = getattr(report, "batches", None)
-    at = (f"; the symbolic batch at {' and '.join(map(str, batches))}" if batches else "")
+    at = (f"; the symbolic batch at {', '.join(map(str, batches[:-1]))} and {batches[-1]}"
+          if batches else "")
     samples = f", {report.samples} samples" if report.samples > 1 else ""
     lines = [(f"verification: {status} (atol {report.atol:g}, rtol {report.rtol:g}, "
               f"seed {report.seed}{samples}{at})")]

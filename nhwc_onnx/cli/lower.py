@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import click
 
-from .common import FILE, Settings, echo
+from .common import OUTPUT, PathType, Settings, echo
 
 
 @click.command()
-@click.argument("model_path", metavar="MODEL", type=FILE, help="A dialect model (.onnx).")
-@click.option("-o", "--output", required=True, type=FILE, metavar="FILE",
+@click.argument("model_path", metavar="MODEL", type=PathType(),
+                help="A dialect model (.onnx), or a pipeline (its folder).")
+@click.option("-o", "--output", required=True, type=OUTPUT, metavar="FILE",
               help="The standard ONNX file to write.")
 @click.pass_obj
 def lower(settings: Settings, model_path: str, output: str) -> None:
@@ -18,6 +19,12 @@ def lower(settings: Settings, model_path: str, output: str) -> None:
     io_permutations and source_names. Exit 0 ok, 1 invalid model, 2 unreadable input.
     """
     from ..dialect.run_lower import lower as lower_model
+    from ..pipeline import is_pipeline
+
+    if is_pipeline(model_path):
+        from .pipeline import lower_pipeline
+
+        return lower_pipeline(settings, model_path, output)
 
     result = lower_model(model_path, output)
     if settings.verbosity >= 0:

@@ -64,8 +64,9 @@ def _import_before_dispatch(args: list[str]) -> None:
 # One command is one short process. Python examines its youngest objects for reference cycles
 # every 700 container allocations net of frees; a conversion keeps tens of thousands of IR
 # objects alive, so those ~80 collections (and the older-generation ones they trigger, which
-# walk what the imports made) find almost nothing: 0.019 s of MobileNetV2's ~0.4 s. Freezing what
-# the start-up loaded and collecting every 100,000 allocations: 0.004 s. Cycles that become
+# walk what the imports made) find almost nothing but cost time; freezing what the start-up
+# loaded and collecting every 100,000 allocations costs a fifth of that (docs/benchmarks.md,
+# "Measured choices in the code"). Cycles that become
 # garbage are still collected, at most that many objects later (a few MB), and none of them
 # holds a weight: replaced weights go with their last reference; batches and the exact-cut
 # search collect each finished model before the next (tests/speed/test_gc_settings.py).

@@ -74,7 +74,7 @@ class BatchBar:
         elapsed = time.perf_counter() - self.start
         line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
                 f"{elapsed:.0f} s" + (f"  {counts}" if counts else ""))
-        import shutil  # here: shutil pulls in bz2 and lzma (~3 ms) for every conversion
+        import shutil  # here: shutil pulls in bz2 and lzma, a start-up cost for every conversion
 
         columns = shutil.get_terminal_size((80, 24)).columns
         self.stream.write("\r" + line[:max(columns - 1, 10)])

@@ -6,11 +6,12 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from .common import FILE, FOLDER, Settings, echo, names_option
+from .common import OUTPUT, PathType, Settings, echo, names_option
 
 
 @click.command()
-@click.argument("model_path", metavar="MODEL", type=FILE, help="A dialect model (.onnx).")
+@click.argument("model_path", metavar="MODEL", type=PathType(),
+                help="A dialect model (.onnx), or a pipeline (its folder).")
 @names_option("--input", "-i", "feeds", metavar="NAME=FILE.npy",
               help="Feed a graph input from a .npy file (repeatable).")
 @click.option("--random", "random_inputs", is_flag=True,
@@ -20,7 +21,7 @@ from .common import FILE, FOLDER, Settings, echo, names_option
 @click.option("--batch", type=click.IntRange(min=1), metavar="N",
               help="Batch size of --random inputs for a model with a symbolic batch "
                    "[default: 1, or the batch of the --input arrays].")
-@click.option("--output-dir", "-o", type=FOLDER, metavar="DIR",
+@click.option("--output-dir", "-o", type=OUTPUT, metavar="DIR",
               help="Where to save outputs as .npy [default: ./<model name>_outputs].")
 @names_option("--intermediate", metavar="TENSOR",
               help="Also save this internal tensor (repeatable).")
@@ -37,6 +38,13 @@ def run(settings: Settings, model_path: str, feeds: tuple[str, ...], random_inpu
         if not sep or not name or not file:
             raise UsageError(f"expected NAME=FILE.npy, got {item!r}", param_hint="--input")
         files[name] = file
+    from ..pipeline import is_pipeline
+
+    if is_pipeline(model_path):
+        from .pipeline import run_pipeline
+
+        return run_pipeline(settings, model_path, files, random_inputs, seed, batch, output_dir,
+                            intermediate, summary_line)
     out_dir = Path(output_dir) if output_dir else Path(f"{Path(model_path).stem}_outputs")
     result = run_model(model_path, files, random_inputs=random_inputs, seed=seed,
                        batch=batch, intermediate=intermediate, output_dir=out_dir)

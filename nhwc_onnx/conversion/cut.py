@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from .. import frameworks
 from ..errors import NhwcOnnxError, UnsupportedOpError
-from ..frontends.topology import SourceGraph, SourceNode
+from ..frontends.topology import SourceGraph, SourceNode, locate
 from ..options import ConvertOptions
 
 __all__ = ["ExactCut", "SourceGraph", "SourceNode", "compute_cut", "inputs_needed", "locate",
@@ -114,39 +114,6 @@ def inputs_needed(graph: SourceGraph, frontier: list[str]) -> set[str]:
         if any(t in needed for t in node.outputs):
             needed.update(node.inputs)
     return {graph.name_of(t) for t in graph.inputs if t in needed}
-
-
-def locate(graph: SourceGraph, problem_nodes: list[str]
-           ) -> tuple[set[str], set[str], list[str]]:
-    """Source nodes and tensors named by the problems, and the names that match neither.
-
-    A pass may name a node after its source node plus a suffix (e.g. 'norm1.scale'); a
-    frontend may name a graph input or output tensor (e.g. one of an unsupported type)."""
-    names = {n.name for n in graph.nodes}
-    tensors = {t: t for n in graph.nodes for t in n.outputs}
-    tensors.update({t: t for t in graph.inputs})
-    tensors.update({graph.name_of(t): t for t in list(tensors)})
-    found, blocked, unknown = set(), set(), []
-    for name in problem_nodes:
-        if name in names:
-            found.add(name)
-            continue
-        if name in tensors:
-            blocked.add(tensors[name])
-            continue
-        best = ""
-        for candidate in names:
-            if (len(candidate) > len(best) and name.startswith(candidate)
-                    and name[len(candidate)] in "./:_-"):
-                best = candidate
-        if best:
-            found.add(best)
-        else:
-            unknown.append(name)
-    return found, blocked, unknown
-
-
-# -- reading topologies -------------------------------------------------------------------------
 
 
 def source_graph(path: str, framework: str | frameworks.Framework,

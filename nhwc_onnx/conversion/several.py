@@ -26,6 +26,7 @@ from ..errors import (
     EXIT_OK,
     EXIT_VERIFY_FAILED,
     NhwcOnnxError,
+    OutputPathError,
     UnsupportedOpError,
     UsageError,
 )
@@ -50,11 +51,19 @@ class BatchOutcome:
 def output_names(sources: list[str], out_dir: Path) -> list[Path]:
     """<dir>/<stem>.onnx, made unique when two sources share a stem. A folder (a SavedModel)
     is named by its own name, also when spelled '.' or 'models/..'."""
+    from ..files.writes import fitted
+
     used: set[str] = set()
     paths = []
     for src in sources:
         p = Path(src)
-        stem = (Path(os.path.abspath(p)).name or "model") if p.is_dir() else p.stem
+        try:
+            folder = p.is_dir()
+        except OSError:  # a name too long: that source fails when it is read, not the batch
+            folder = False
+        stem = (Path(os.path.abspath(p)).name or "model") if folder else p.stem
+        # room for the longer of the two names derived from it (and a _N)
+        stem = fitted(stem, REPORT_SUFFIX, reserve=8)[:-len(REPORT_SUFFIX)]
         name, i = stem, 1
         while name in used:
             name, i = f"{stem}_{i}", i + 1
@@ -78,7 +87,7 @@ def plan(sources, out_dir: Path, report_dir: Path | None, options: ConvertOption
     symlink as the output or report folder included). The names are derived: a symlink at one
     of them will be replaced, not followed.
     """
-    from ..api import source_files
+    from .convert import source_files
     from ..files.writes import plan_targets
 
     outputs = output_names(list(sources), out_dir)
@@ -92,7 +101,7 @@ def plan(sources, out_dir: Path, report_dir: Path | None, options: ConvertOption
 def options_per_source(sources, options: ConvertOptions) -> list[ConvertOptions]:
     """``--weights`` and ``--signature`` go to the sources that read them (a batch may mix
     Caffe nets and ONNX models); one that no source reads is a UsageError, as in single mode."""
-    from ..api import DEFAULT_SIGNATURE
+    from .convert import DEFAULT_SIGNATURE
 
     given = {"weights": options.weights is not None,
              "signature": options.signature != DEFAULT_SIGNATURE}
@@ -103,8 +112,7 @@ def options_per_source(sources, options: ConvertOptions) -> list[ConvertOptions]
     per_source, read = [], dict.fromkeys(given, False)
     for source in sources:
         try:
-            fw = (frameworks.get(options.framework) if options.framework
-                  else frameworks.detect(source))
+            fw = frameworks.of(options, source)
         except NhwcOnnxError:  # reported by its own conversion
             per_source.append(options)
             continue
@@ -155,7 +163,9 @@ def convert_one(source: str, output: str, options: ConvertOptions,
 
 def _convert_one(source: str, output: str, options: ConvertOptions,
                  verification: Verification | None, report_path: str | None) -> BatchOutcome:
-    from ..api import VerifyBeforeWrite, convert, write_refusal_report, write_report
+    from ..files.writes import all_or_nothing
+    from .convert import VerifyBeforeWrite, convert
+    from .report import write_refusal_report, write_report
 
     start = time.perf_counter()
     report = None if report_path is None else Path(report_path)
@@ -163,18 +173,23 @@ def _convert_one(source: str, output: str, options: ConvertOptions,
         check = None if verification is None else VerifyBeforeWrite(
             source, options, atol=verification.atol, rtol=verification.rtol,
             layers=verification.layers, samples=verification.samples)
-        result = convert(source, output, options, before_write=check, follow_symlinks=False)
+        with all_or_nothing():  # the model and its report, or neither
+            result = convert(source, output, options, before_write=check,
+                             follow_symlinks=False)
+            verification = check.report if check is not None else None
+            if report is not None:
+                try:
+                    write_report(report, result.report, verification, follow_symlinks=False)
+                except OutputPathError as exc:
+                    raise OutputPathError(f"{exc}; so {output} was not written either"
+                                          ) from None
         outcome = BatchOutcome(source, output, "ok", EXIT_OK, 0.0,
                                dialect_nodes=len(result.model.graph),
                                warnings=list(result.report.warnings))
-        verification = check.report if check is not None else None
         if verification is not None and not verification.ok:
             worst = max(c.max_rel_error for c in verification.outputs)
             outcome.status, outcome.exit_code = "mismatch", EXIT_VERIFY_FAILED
             outcome.message = f"outputs differ (max rel error {worst:.3g}); not written"
-        if report is not None:
-            _write_report(outcome, lambda: write_report(report, result.report, verification,
-                                                        follow_symlinks=False))
     except UnsupportedOpError as exc:
         outcome = BatchOutcome(source, output, "failed", exc.exit_code, 0.0, str(exc))
         if report is not None:  # the refusal and the exact cut, as in single mode
@@ -191,14 +206,12 @@ def _convert_one(source: str, output: str, options: ConvertOptions,
 
 
 def _write_report(outcome: BatchOutcome, write: Callable[[], None]) -> None:
-    """Write a model's report; a failure fails the model, saying what was written."""
+    """Write a refused model's report; a failure is said after the refusal."""
     try:
         write()
     except NhwcOnnxError as exc:
-        done = f"{outcome.output} was written, but " if outcome.status == "ok" else ""
         lines = [outcome.message] if outcome.message else []
-        outcome.message = "\n".join(lines + [f"{done}its report was not: {exc}"])
-        outcome.status = "failed"
+        outcome.message = "\n".join(lines + [f"its report was not written: {exc}"])
         outcome.exit_code = max(outcome.exit_code, exc.exit_code)
 
 

@@ -5,7 +5,8 @@ through the conversion pipeline (nothing is written, no exact cut is searched): 
 lists what every stage would refuse. A model that its frontend cannot even turn into a graph -
 an input whose shape the conversion would need, a broken attribute - is still described, from
 the topology the exact cut reads and the shapes the file declares (symbols kept: ``batch``,
-or ``None`` for no value).
+or ``None`` for no value); one whose topology does not read either (a cycle) only by how its
+conversion ends.
 """
 from __future__ import annotations
 
@@ -138,8 +139,11 @@ def _from_topology(path, fw: frameworks.Framework, options: ConvertOptions,
     """The description of a source its frontend refused to turn into a graph."""
     try:
         graph = fw.source_graph(path, options)
-    except NhwcOnnxError:
-        raise exc from None  # not even its topology reads: the refusal is the answer
+    except _REFUSED_AT_LOAD:
+        # Not even its topology reads (a cycle, a tensor produced twice): the file decodes, so
+        # it is described by how its conversion ends; what it holds is not known.
+        return {"inputs": [], "outputs": [], "nodes": None, "ops": {}, "parameters": None,
+                "metadata": {}, "conversion": _conversion(exc)}
     ops: dict[str, int] = {}
     for node in graph.nodes:
         ops[node.op] = ops.get(node.op, 0) + 1

@@ -4,8 +4,11 @@ A source that leaves axis 0 of a graph input open (ONNX ``dim_param`` or no valu
 -1 / None, ``--input-shape NAME=-1,...``) and is converted without ``--batch`` keeps its batch
 symbolic. The frontends and passes work on static shapes, so the source is converted with the
 batch at ``PROBES[0]`` and, when some input took it, again at ``PROBES[1]``;
-``symbolic_batch_proof`` then proves the two conversions are one per-sample graph and
-writes the batch as a name. A source with a fixed batch is converted once, exactly as before
+``symbolic_batch_proof`` then checks the two conversions are one per-sample graph and
+writes the batch as a name. Equal results at both sizes prove nothing of a number computed
+from the batch's size (``min(N, 5)`` is 5 at both): such numbers are tracked while they fold
+(``schemas.batch_values``), and the nodes both conversions find reading one where the
+dialect cannot write the batch are refused. A source with a fixed batch is converted once, exactly as before
 (the probe size never enters it), so its output and time do not change.
 
 Only the first conversion speaks: its warnings, decisions and errors are the ones reported,
@@ -21,17 +24,9 @@ from ..errors import NhwcOnnxError, NodeProblem, UnsupportedOpError
 from ..ir import Model
 from ..ir.io_names import name_graph_io
 from ..options import ConvertOptions
-from ..schemas.symbolic_batch import PROBES
+from ..ir.input_shapes import PROBES, probing  # noqa: F401  (probing: this module's API)
 
 log = logging.getLogger("nhwc_onnx.passes")  # where the passes log their warnings
-
-
-def probing(options: ConvertOptions) -> ConvertOptions:
-    """The options of the first conversion: an open batch takes the first probe size (none
-    with --batch, which fixes every batch)."""
-    if options.batch is not None or options.batch_probe is not None:
-        return options
-    return options.replace(batch_probe=PROBES[0])
 
 
 def probed_inputs(model: Model) -> dict[str, str]:
@@ -117,11 +112,18 @@ def finish(model: Model, ctx, source, framework: frameworks.Framework,
             [NodeProblem(p.node, p.op, f"converts at batch {PROBES[0]} but not at "
                          f"{PROBES[1]}: {p.reason}", "batch") for p in problems],
             framework.name, hint=f"the batch is symbolic; {REMEDY}") from None
+    # A number computed from the batch's size is refused where both conversions find it
+    # (schemas.batch_values): a real dimension equal to one probe size is tagged there only.
+    both = {(p.node, p.op) for p in second.batch_findings}
+    computed = [p for p in model.batch_findings if (p.node, p.op) in both]
     result = generalize(model, second, symbols)
-    if result.problems:
-        raise UnsupportedOpError(result.problems, framework.name,
+    if computed or result.problems:
+        named = {p.node for p in computed}
+        raise UnsupportedOpError(computed + [p for p in result.problems if p.node not in named],
+                                 framework.name,
                                  hint="the source's batch is symbolic: every op must then "
-                                 "compute each sample alone")
+                                 "compute each sample alone, and no number may depend on the "
+                                 "batch's size")
     ctx.decisions[:] = generalize_decisions(ctx.decisions, quiet.decisions, result.symbol)
     if len(ctx.warnings) == len(quiet.warnings):
         ctx.warnings[:] = [generalize_text(a, b, result.symbol)

@@ -5,7 +5,7 @@ batch at ``PROBES[0]`` and at ``PROBES[1]``, a model whose ops compute every sam
 gives two dialect graphs that are the same node for node (ops, attributes, constants) and
 differ only in the size of axis 0 of the values computed from the batch, and in the Reshape
 shape constants that spell that size out. ``generalize`` checks exactly that, writes the batch
-as a name on the first graph (a Reshape's batch entry becomes 0: "copy axis 0", seed 001),
+as a name on the first graph (a Reshape's batch entry becomes 0: "copy axis 0", as Reshape's special_zero),
 and infers every value's shape with the batch symbolic, under the per-sample rules of
 ``schemas.batch``. Since each op of the result computes per sample and is the op both exact
 conversions chose, the result is exact at every batch size.
@@ -66,7 +66,7 @@ def generalize(first: Model, second: Model, symbols: dict[str, str]) -> Generali
         return result
     for value in reshapes:
         shape = np.array(value.const, dtype=np.int64)
-        shape[0] = 0  # seed 001, special_zero: copy the input's axis 0, the batch
+        shape[0] = 0  # Reshape's special_zero: copy the input's axis 0, the batch
         value.set_const(shape)
     for value in biases:
         for node in value.consumers():

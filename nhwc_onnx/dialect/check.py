@@ -186,7 +186,7 @@ def to_junit(results: list[dict]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
 
 
-# Compiled on first use (5 ms): only --junit needs it.
+# Compiled on first use: only --junit needs it.
 _NOT_XML = "[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 
 

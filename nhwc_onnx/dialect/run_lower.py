@@ -188,13 +188,15 @@ def save_arrays(arrays: Mapping[str, np.ndarray], folder: str | os.PathLike, *,
 def plan_arrays(names: Sequence[str], folder: str | os.PathLike, *,
                 inputs: Sequence[str | os.PathLike] = ()) -> dict[str, Path]:
     """Tensor name -> <folder>/<safe name>.npy, every path checked (see ``save_arrays``)."""
-    from ..files.writes import plan_targets
+    from ..files.writes import fitted, plan_targets
 
     folder = Path(folder)
     paths: dict[str, Path] = {}
     used: set[str] = set()
     for name in names:
-        stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".") or "output"
+        # a long tensor name is cut short with a hash of it: a file name has 255 bytes at most
+        stem = fitted(re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".") or "output", ".npy",
+                      reserve=8)[:-len(".npy")]
         candidate, i = stem, 1
         while candidate in used:
             candidate, i = f"{stem}_{i}", i + 1
@@ -207,14 +209,16 @@ def plan_arrays(names: Sequence[str], folder: str | os.PathLike, *,
 
 def write_arrays(arrays: Mapping[str, np.ndarray], paths: Mapping[str, Path]
                  ) -> dict[str, Path]:
-    """Write each array to its planned path (``plan_arrays``), atomically."""
-    from ..files.writes import atomic_write
+    """Write each array to its planned path (``plan_arrays``), atomically: all of them, or
+    none when one cannot be written."""
+    from ..files.writes import all_or_nothing, atomic_write
 
-    for name, array in arrays.items():
-        def write(handle, array=array) -> None:
-            np.save(handle, np.asarray(array), allow_pickle=False)
+    with all_or_nothing():
+        for name, array in arrays.items():
+            def write(handle, array=array) -> None:
+                np.save(handle, np.asarray(array), allow_pickle=False)
 
-        atomic_write(paths[name], write, "output", follow_symlinks=False)
+            atomic_write(paths[name], write, "output", follow_symlinks=False)
     return {name: paths[name] for name in arrays}
 
 

@@ -14,6 +14,7 @@ every error or signal); a rename replaces the name itself, never what a link the
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import stat
@@ -27,15 +28,47 @@ _KINDS = [(stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")
           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")]
 
 
+# The longest file name (one path component, in bytes) the common file systems take; longer
+# names fail with ENAMETOOLONG, and a name the tool derives is shortened to fit (``fitted``).
+NAME_MAX = 255
+
+
+def fitted(stem: str, suffix: str, reserve: int = 0) -> str:
+    """``stem + suffix`` when it fits in a file name (with ``reserve`` bytes to spare for a
+    ``_N`` that makes it unique); else the stem cut short and followed by a hash of the whole
+    stem, so that two long names that differ only at their ends stay distinct."""
+    room = NAME_MAX - len(os.fsencode(suffix)) - reserve
+    if len(os.fsencode(stem)) <= room:
+        return stem + suffix
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(stem)).hexdigest()[:12]
+    head = os.fsencode(stem)[:room - len(digest) - 1].decode("utf-8", "ignore")
+    return f"{head}~{digest}{suffix}"
+
+
 def write_target(path: str | os.PathLike, role: str = "output", *,
                  follow_symlinks: bool = True) -> Path:
     """The file that writing ``path`` replaces, after checking it may be replaced.
 
     Refuses a directory, anything that is not a regular file (device, FIFO, socket), a
-    dangling symlink and a folder that cannot be written. A symlink resolves to its target;
-    with ``follow_symlinks=False`` it is the symlink itself that the write replaces.
+    dangling symlink, a name too long for a file system and a folder that cannot be written.
+    A symlink resolves to its target; with ``follow_symlinks=False`` it is the symlink itself
+    that the write replaces.
     """
     path = Path(path)
+    too_long = next((part for part in path.parts if len(os.fsencode(part)) > NAME_MAX), None)
+    if too_long is not None:
+        raise OutputPathError(f"{path}: the name '{too_long[:32]}...' is "
+                              f"{len(os.fsencode(too_long))} bytes, more than the {NAME_MAX} a "
+                              f"file name may have; refused as the {role}")
+    try:
+        return _write_target(path, role, follow_symlinks)
+    except OSError as exc:  # the whole path too long, a folder we may not search
+        raise OutputPathError(f"{path}: cannot be used as the {role} ({_reason(exc)})") from None
+
+
+def _write_target(path: Path, role: str, follow_symlinks: bool) -> Path:
     if path.is_symlink() and not follow_symlinks:
         _check_folder(path, path, role)
         return path
@@ -87,7 +120,11 @@ def same_file(a: Path, b: Path) -> bool:
 
 
 def _inside(path: Path, folder: Path) -> bool:
-    return folder.is_dir() and Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
+    try:
+        is_dir = folder.is_dir()
+    except OSError:  # an input whose name is too long: reading it fails, with its own error
+        return False
+    return is_dir and Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
 
 
 def plan_targets(targets: Sequence[tuple[str, Path]], inputs: Iterable[Path], *,
@@ -164,14 +201,58 @@ def temp_files(path: str | os.PathLike, role: str = "output"):
         raise
 
 
-def publish(temp: str | os.PathLike, target: str | os.PathLike) -> None:
+def publish(temp: str | os.PathLike, target: str | os.PathLike, *,
+            check_signal: bool = True) -> None:
     """Rename a finished temp file over ``target``: the moment a write becomes visible, so
     never after a signal (``signals.raise_if_stopped``; the caller's cleanup removes the temp
-    file)."""
-    from .signals import raise_if_stopped
+    file). Inside ``all_or_nothing`` the rename waits for the end of that block."""
+    pending = _PENDING.get()
+    if pending is not None:
+        pending.append((Path(temp), Path(target)))
+        return
+    if check_signal:
+        from .signals import raise_if_stopped
 
-    raise_if_stopped()
+        raise_if_stopped()
     os.replace(temp, target)
+
+
+# The renames an ``all_or_nothing`` block has put off (None outside such a block).
+_PENDING: contextvars.ContextVar[list[tuple[Path, Path]] | None] = contextvars.ContextVar(
+    "nhwc_onnx_pending_renames", default=None)
+
+
+@contextlib.contextmanager
+def all_or_nothing():
+    """Every file written in the block (its temp file is complete) becomes visible together
+    when the block ends without error; on any error or signal none does and every temp file
+    is removed. One command's outputs (a model, its report, its HTML page) are then written
+    all or not at all: a report that cannot be written leaves an existing model as it was."""
+    if _PENDING.get() is not None:  # nested: the outer block publishes
+        yield
+        return
+    pending: list[tuple[Path, Path]] = []
+    token = _PENDING.set(pending)
+    try:
+        try:
+            yield
+        finally:
+            _PENDING.reset(token)
+        from .signals import raise_if_stopped
+
+        raise_if_stopped()
+        while pending:  # no check between the renames: they are one publication
+            temp, target = pending[0]
+            try:
+                os.replace(temp, target)
+            except OSError as exc:
+                raise OutputPathError(f"{target}: cannot be written ({_reason(exc)})"
+                                      ) from None
+            pending.pop(0)
+    except BaseException:
+        for temp, _ in pending:
+            temp.unlink(missing_ok=True)
+        raise
 
 
 def write_json(path: str | os.PathLike, data: dict, role: str = "report", *,
@@ -191,8 +272,8 @@ def open_temp(target: Path, temps: list[Path], mode: str = "wb"):
         return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
 
     while True:
-        # os.urandom is what secrets.token_hex reads; importing secrets costs ~8 ms per process.
-        tmp = target.with_name(f".{target.name}.{os.urandom(4).hex()}.tmp")
+        # os.urandom is what secrets.token_hex reads, without importing secrets on every start.
+        tmp = target.with_name(fitted(f".{target.name}", f".{os.urandom(4).hex()}.tmp"))
         temps.append(tmp)
         try:
             return open(tmp, mode, encoding=None if "b" in mode else "utf-8", opener=create)

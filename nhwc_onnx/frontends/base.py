@@ -82,6 +82,9 @@ class Converter:
     fn: Callable
     doc: str = ""
     declarations: dict[str, Declaration] = field(default_factory=dict)
+    # check(node) -> the reason this node's configuration has no exact form, or None; run by
+    # the up-front scan before anything is converted
+    check: Callable | None = None
 
 
 def _for(name: str, value: PerName, default: Any = None) -> Any:
@@ -98,11 +101,14 @@ class OpRegistry:
         self._by_name: dict[str, Converter] = {}
 
     def register(self, *names: str, emits: PerName = None, converts: PerName = None,
-                 condition: PerName = None, doc: str = "") -> Callable[[Callable], Callable]:
+                 condition: PerName = None, doc: str = "", check: Callable | None = None
+                 ) -> Callable[[Callable], Callable]:
         """Register ``fn`` for ``names``, with each name's Declaration (``emits``,
-        ``converts``, ``condition``: one value for all names, or a dict by name)."""
+        ``converts``, ``condition``: one value for all names, or a dict by name) and an
+        up-front ``check`` of a node's configuration (see ``Converter.check``)."""
         def deco(fn: Callable) -> Callable:
-            conv = Converter(tuple(names), fn, doc or (fn.__doc__ or "").strip().split("\n")[0])
+            conv = Converter(tuple(names), fn, doc or (fn.__doc__ or "").strip().split("\n")[0],
+                             check=check)
             for name in names:
                 if name in self._by_name:
                     raise ValueError(
@@ -134,6 +140,18 @@ class OpRegistry:
     def describe(self) -> list[tuple[str, str]]:
         """(op name, one-line description) for docs and ``nhwc-onnx ops --framework``."""
         return [(n, self._by_name[n].doc) for n in self.names()]
+
+    def checked(self, nodes: Iterable[N], describe: Callable[[N], tuple[str, str]]
+                ) -> list[NodeProblem]:
+        """One problem per node whose converter's check finds no exact form for it."""
+        problems = []
+        for node in nodes:
+            name, op = describe(node)
+            conv = self._by_name.get(op)
+            reason = conv.check(node) if conv is not None and conv.check is not None else None
+            if reason:
+                problems.append(NodeProblem(name, op, reason))
+        return problems
 
     def unsupported(self, items: Iterable[tuple[str, str]]) -> list[NodeProblem]:
         """One problem per (node name, op) without a converter."""
@@ -167,6 +185,7 @@ def convert_nodes(
     not_converted: Callable[[N], None] | None = None,
     problems: Iterable[NodeProblem] = (),
     keep_going: Graph | None = None,
+    convert_blocked: Callable[[Converter, N], None] | None = None,
 ) -> list[NodeProblem]:
     """Convert ``nodes`` in order; raise one UnsupportedOpError listing every node that has no
     exact form (``problems`` found earlier by the frontend come first).
@@ -178,7 +197,10 @@ def convert_nodes(
 
     ``keep_going`` (the graph being built): nothing is raised for refusals; the nodes a refused
     converter emitted before refusing are taken out of the graph again, and the problems are
-    returned (in model order).
+    returned (in model order). With it, ``convert_blocked(converter, node)`` converts a blocked
+    node all the same, on stand-in values for what it cannot read, so that the passes judge its
+    core ops as they judge the others (an op with no dialect form is listed however far after a
+    refusal it comes); when that fails the node is skipped without a message, as it would be.
     """
     nodes = list(nodes)
     found = list(problems)
@@ -188,8 +210,13 @@ def convert_nodes(
     missing |= {(p.node, p.op) for p in found}
     for node in nodes:
         name, op = describe(node)
-        if (name, op) in missing or (blocked is not None and blocked(node)):
+        if (name, op) in missing:
             if not_converted is not None:
+                not_converted(node)
+            continue
+        if blocked is not None and blocked(node):
+            if not _converted_blocked(keep_going, convert_blocked, registry.get(op), node) \
+                    and not_converted is not None:
                 not_converted(node)
             continue
         emitted = len(keep_going) if keep_going is not None else 0
@@ -220,6 +247,21 @@ def convert_nodes(
     if found and keep_going is None:
         raise UnsupportedOpError(found, framework)
     return found
+
+
+def _converted_blocked(graph: Graph | None, convert_blocked, converter: Converter,
+                       node) -> bool:
+    """Whether a node downstream of a refusal was converted on stand-in values (only when
+    keeping going). Any failure there is a consequence of the refusal: nothing is kept."""
+    if graph is None or convert_blocked is None:
+        return False
+    emitted = len(graph)
+    try:
+        convert_blocked(converter, node)
+    except Exception:  # noqa: BLE001 - it reads what a refused node should have made
+        _take_out(graph, emitted)
+        return False
+    return True
 
 
 def _take_out(graph: Graph | None, count: int) -> None:

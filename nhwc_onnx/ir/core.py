@@ -512,6 +512,10 @@ class Model:
         # NodeProblems of the source nodes a frontend asked to keep going could not convert
         # (each left as an UNCONVERTED stand-in); the pipeline lists them with its own.
         self.refused: list = []
+        # NodeProblems of the nodes that read a number computed from a symbolic batch's size
+        # where the dialect cannot write the batch (found in one probe conversion;
+        # schemas.batch_values)
+        self.batch_findings: list = []
 
     def __repr__(self) -> str:
         return f"Model({self.graph.name!r}, {len(self.graph)} nodes)"

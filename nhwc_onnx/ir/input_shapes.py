@@ -22,6 +22,17 @@ from ..errors import UsageError
 from ..options import SYMBOLIC  # an --input-shape entry: a symbolic batch
 
 DEFAULT_SYMBOL = "N"  # the batch's name when the source gives none
+# The sizes an open batch takes in the two probe conversions: two sizes no real dimension is
+# likely to equal (2, 3, 5, 7 are common kernel, grid and channel sizes).
+PROBES = (11, 13)
+
+
+def probing(options):
+    """The options of the first conversion: an open batch takes the first probe size (none
+    with --batch, which fixes every batch)."""
+    if options.batch is not None or options.batch_probe is not None:
+        return options
+    return options.replace(batch_probe=PROBES[0])
 
 
 def find_override(overrides: Mapping[str, Sequence[int]], *names: str | None) -> list[int] | None:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import InvalidModelError
 from ..ir import CORE, Graph, Model, Node
+from ..schemas import batch_values
 from ..schemas.base import CORE_OPS
 from ..schemas.core import evaluate_node
 from .base import Pass, PassContext, PassResult
@@ -91,7 +92,10 @@ def _evaluate(node: Node) -> list[np.ndarray]:
                                 f"computed from its constant inputs ({exc!r})") from exc
 
 
-def fold_round(graph: Graph, max_bytes: int, folded: dict[str, int]) -> bool:
+def fold_round(graph: Graph, max_bytes: int, folded: dict[str, int],
+               probe: int | None = None) -> bool:
+    """One pass over the graph; ``probe``: the size of an open batch in this probe conversion,
+    whose values are then tagged as they fold (``batch_values``)."""
     changed = False
     graph.toposort()
     outputs = {id(v) for v in graph.outputs}
@@ -106,9 +110,13 @@ def fold_round(graph: Graph, max_bytes: int, folded: dict[str, int]) -> bool:
         if too_big:
             continue
         values = list(node.outputs)
+        tags = batch_values.tag_folded(node, arrays, probe) if probe else [{}] * len(values)
         graph.remove_node(node)
-        for value, array in zip(values, arrays):
+        for value, array, tag in zip(values, arrays, tags):
             value.set_const(np.array(array, order="C"))  # keeps 0-d arrays 0-d
+            # a frontend that tagged it already named the source node
+            value.meta.update({k: w for k, w in tag.items()
+                               if k == batch_values.SLOPE or k not in value.meta})
         folded[node.op] = folded.get(node.op, 0) + 1
         changed = True
     return changed
@@ -125,9 +133,12 @@ class FoldConstants(Pass):
         max_bytes = self.max_bytes
         folded: dict[str, int] = {}
         modified = False
-        while fold_round(graph, max_bytes, folded):
+        probe = batch_values.probe_size(graph)
+        while fold_round(graph, max_bytes, folded, probe):
             modified = True
             infer_graph(graph)
+        if probe is not None:
+            model.batch_findings += batch_values.findings(graph, probe)
         if folded:
             summary = ", ".join(f"{op} x{n}" for op, n in sorted(folded.items()))
             ctx.record("fold_constants", "", f"folded {sum(folded.values())} node(s): {summary}",

@@ -94,6 +94,7 @@ class ToNHWC(Pass):
         state = LayoutWalk(model, ctx, LAYOUT_RULES)
         keep = keep_layout_names(model, ctx)
         nchw = channels_first_model(model)
+        state.channels_first = nchw
         transposed = source_transposed_outputs(model)
         seeded = seed_inputs(state, model, keep)
         state.output_layouts = image_output_layouts(model, keep, nchw, transposed)

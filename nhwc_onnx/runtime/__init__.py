@@ -30,7 +30,9 @@ def run(
     references = FileReferences(model)
     proto = lower_model(model, extra_outputs, weights=references)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    # fatal only: onnxruntime's own log lines (colours, raw node names) never reach the
+    # terminal; its error comes back as an exception, said in our words
+    options.log_severity_level = 4
     # Keep float arithmetic as written: graph rewrites could change rounding.
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if references:  # weights read from the model's files, mapped: no copy of them anywhere
@@ -45,7 +47,9 @@ def run(
     # A float64 array for a float32 input is the usual slip; cast to what the graph declares.
     declared = {v.name: v.dtype for v in model.graph.inputs}
     arrays = {k: np.asarray(v, dtype=declared.get(k)) for k, v in feeds.items()}
-    results = session.run(names, arrays)
+    quiet = ort.RunOptions()
+    quiet.log_severity_level = 4
+    results = session.run(names, arrays, quiet)
     return dict(zip(names, results))
 
 

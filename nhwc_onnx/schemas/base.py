@@ -149,7 +149,7 @@ class OpSchema:
         # Each output element is computed from the same-position elements of the inputs
         # (numpy broadcasting): Relu, Add, Cast, Where ... (core ops)
         self.elementwise = elementwise
-        self.source = source  # where the spec text is, e.g. "seed 000 + DIALECT.md"
+        self.source = source  # where the spec text is, e.g. "dialect spec v0.1 (docs/design.md)"
 
     def __repr__(self) -> str:
         return f"OpSchema({self.domain}.{self.name})"
@@ -358,7 +358,7 @@ def conv_transpose_axis(size: int, kernel: int, stride: int, dilation: int, out_
 def conv_transpose_tf(
     i: int, k: int, s: int, d: int, out_pad: int, mode: str, out: int | None = None
 ) -> tuple[int, int, int]:
-    """ConvTranspose per DIALECT.md: (output size, crop at begin, crop at end). The core rule
+    """ConvTranspose per docs/design.md (the dialect rules): (output size, crop at begin, crop at end). The core rule
     with TF's SAME (the odd cropped pixel at the end) or VALID.
 
     A negative end crop means zero-fill at the end (TF SAME with kernel shorter than stride).

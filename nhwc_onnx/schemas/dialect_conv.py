@@ -1,6 +1,6 @@
 """Dialect ops with weights: Conv, DepthwiseConv2d, ConvTranspose, Dense, Gemm, MatMul.
 
-Spec: seed 000 (the target format) as settled by DIALECT.md. Activations are NHWC; SAME/VALID
+Spec: the dialect spec v0.1 with the decisions of docs/design.md ("The dialect, rule by rule"). Activations are NHWC; SAME/VALID
 are TensorFlow's. Lowerings emit standard ONNX (opset 17): Conv-like ops run in NCHW between
 two Transposes, which is only the executable meaning used by ``nhwc_onnx.runtime``.
 """
@@ -40,7 +40,7 @@ from .spatial import (
 )
 
 A = AttrKind
-SOURCE = "seed 000 + DIALECT.md"
+SOURCE = "dialect spec v0.1 (docs/design.md)"
 
 
 def _x() -> Port:
@@ -260,7 +260,7 @@ DIALECT_OPS.register(OpSchema(
         "pads": PADS_STRING,
     },
     layout=LayoutClass.IMPLICIT, infer=_infer_conv_transpose, lower=_lower_conv_transpose,
-    source=SOURCE + " + seed 002",
+    source=SOURCE + " + ONNX ConvTranspose-11",
 ))
 
 
@@ -333,7 +333,7 @@ def _lower_gemm(node, L, ins, outs) -> None:
 DIALECT_OPS.register(OpSchema(
     "Gemm", "nhwc",
     "Y = alpha * A' . B' + beta * C (standard ONNX Gemm; A' = A^T if transA, B' = B^T if "
-    "transB). A, B 2-D; C broadcasts one-directionally to (M, N). C is required, as in seed 000. "
+    "transB). A, B 2-D; C broadcasts one-directionally to (M, N). C is required, as in the dialect spec. "
     "Used only where Dense does not fit.",
     [Port("A"), Port("B"), Port("C")],
     [Port("Y")],

@@ -1,6 +1,6 @@
 """Elementwise dialect ops (domain ``nhwc``): activations, arithmetic, bias and scale.
 
-Semantics: seed 000 (the target format) as settled by DIALECT.md. Add, Mul and Sum never
+Semantics: the dialect spec v0.1 with the decisions of docs/design.md. Add, Mul and Sum never
 broadcast (all inputs share one shape); Max broadcasts like numpy; AddBias adds a 1-D constant
 along the last (channel) axis; PRelu's slope is a 1-D constant of size C on the last axis or a
 single value. Every tensor is float32.
@@ -16,7 +16,7 @@ import numpy as np
 
 from .base import DIALECT_OPS, Attr, AttrKind, InferContext, LayoutClass, OpSchema, Port
 
-SOURCE = "seed 000 + DIALECT.md"
+SOURCE = "dialect spec v0.1 (docs/design.md)"
 
 # -- shape helpers shared with dialect_tensor (a None dimension is unknown) ---------------------
 

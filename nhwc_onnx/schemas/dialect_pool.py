@@ -1,7 +1,7 @@
 """Dialect ops that pool, pad, resample or normalise NHWC tensors.
 
 MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, Pad, UpSampling2D, SpaceToDepth,
-BatchNormalization. Spec: seed 000 as settled by DIALECT.md. The lowerings to standard ONNX
+BatchNormalization. Spec: the dialect spec v0.1 with the decisions of docs/design.md. The lowerings to standard ONNX
 (opset 17) are the executable meaning used by ``nhwc_onnx.runtime``.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from .spatial import (
 )
 
 A = AttrKind
-SOURCE = "seed 000 + DIALECT.md"
+SOURCE = "dialect spec v0.1 (docs/design.md)"
 
 _POOL_ATTRS = {
     "kernel_shape": Attr(A.INTS, required=True, doc="[kH, kW]"),

@@ -1,10 +1,10 @@
 """Tensor-manipulation dialect ops (domain ``nhwc``): shapes, axes and constants.
 
-Semantics: seed 000 as settled by DIALECT.md, with ONNX-1 meanings where 000 copies them
-(seed 003): Flatten and Softmax coerce to 2-D at ``axis`` (default 1); Slice takes
+Semantics: the dialect spec v0.1 with the decisions of docs/design.md, with the ONNX
+opset 1-7 meanings where the spec copies them: Flatten and Softmax coerce to 2-D at ``axis`` (default 1); Slice takes
 ``starts``/``ends``/``axes`` attributes, a negative start/end counts from the end and values
 past the end are clamped; Reshape's ``shape`` is an int64 constant where 0 copies the input
-dimension and one -1 is inferred (seed 001, ``special_zero=true``). Every axis attribute is
+dimension and one -1 is inferred (OpenVINO Reshape-1, ``special_zero=true``). Every axis attribute is
 non-negative and counts NHWC axes.
 
 Each schema also lowers to standard ONNX (opset 17) for ``nhwc_onnx.runtime``.
@@ -16,7 +16,8 @@ import numpy as np
 from .base import DIALECT_OPS, Attr, AttrKind, InferContext, LayoutClass, OpSchema, Port
 from .dialect_elementwise import attrs_of, dims_agree, element_count, merge_dims, shape_text
 
-SOURCE = "seed 000 + DIALECT.md (ONNX-1 semantics from seed 003, Reshape from seed 001)"
+SOURCE = ("dialect spec v0.1 (docs/design.md); ONNX opset 1-7 semantics, Reshape as "
+          "OpenVINO Reshape-1")
 
 
 def _int64(values) -> np.ndarray:

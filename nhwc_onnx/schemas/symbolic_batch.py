@@ -3,7 +3,7 @@ inference with the batch as a name.
 
 A dialect model may leave axis 0 (the batch) of its graph inputs symbolic: a ``dim_param``
 such as ``N``. Every op then computes each sample on its own, so its output carries the batch
-at axis 0 and nowhere else (DIALECT.md, "Batch, names, preprocessing"). Shape inference stays
+at axis 0 and nowhere else (README, "The batch rule"). Shape inference stays
 numeric: the graph is inferred twice, with the batch at two probe sizes, and a dimension that
 is one probe in the first run and the other in the second is the batch; anything else that
 differs mixes the batch with other axes. ``PER_SAMPLE`` declares, per dialect op, what of
@@ -16,14 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-# Two sizes no real dimension is likely to equal (2, 3, 5, 7 are common kernel, grid and
-# channel sizes); the converter's probe conversions use the same two.
-PROBES = (11, 13)
-
-
-def symbols_of(shape) -> list[tuple[int, str]]:
-    """(axis, name) of every symbolic (named) dimension of a shape."""
-    return [(i, d) for i, d in enumerate(shape or ()) if isinstance(d, str)]
+# The converter's two probe sizes, which the symbolic checks of validate() use too
+from ..ir.input_shapes import PROBES
 
 
 def at_probe(shape, size: int):

@@ -1,10 +1,9 @@
 """``validate(model)``: every dialect rule over the whole graph, all problems at once."""
 from __future__ import annotations
 
-import numpy as np
 
 from ..errors import InvalidModelError, ValidationIssue
-from ..ir import DIALECT, Graph, Model, Node, Value
+from ..ir import DIALECT, Graph, Model, Node
 from .base import DIALECT_OPS, InferContext, Registry, RuleError, check_attr_value
 
 
@@ -183,6 +182,8 @@ def _ordered_nodes(graph: Graph, issues: list[ValidationIssue]) -> list[Node]:
 
 
 def _check_node(node: Node, registry: Registry, inferred: dict) -> list[ValidationIssue]:
+    """Every rule of the node's schema (op, ports, attributes), then its output shapes into
+    ``inferred`` (value id -> shape; None where it cannot be known)."""
     issues: list[ValidationIssue] = []
 
     def add(rule: str, message: str, expected="", found="") -> None:
@@ -193,6 +194,18 @@ def _check_node(node: Node, registry: Registry, inferred: dict) -> list[Validati
         add("unknown-op", f"op '{where}{node.op}' is not in the {registry.domain} dialect")
         return issues
     schema = registry[node.op]
+    if not _check_ports(node, schema, add):
+        return issues
+    _check_attributes(node, schema, add)
+    if issues or schema.infer is None:
+        return issues
+    _infer_node(node, schema, inferred, add)
+    return issues
+
+
+def _check_ports(node: Node, schema, add) -> bool:
+    """Arity and element types of inputs and outputs; False when the input count is wrong
+    (nothing else about the node can be read then)."""
     n_in = len(node.inputs)
     while n_in and node.inputs[n_in - 1] is None:
         n_in -= 1
@@ -200,7 +213,7 @@ def _check_node(node: Node, registry: Registry, inferred: dict) -> list[Validati
         hi = "inf" if schema.max_inputs is None else schema.max_inputs
         expected = str(schema.min_inputs) if hi == schema.min_inputs else f"{schema.min_inputs}..{hi}"
         add("arity", "wrong number of inputs", expected, n_in)
-        return issues
+        return False
     for idx in range(n_in):
         port = schema.port(idx)
         v = node.inputs[idx]
@@ -217,11 +230,15 @@ def _check_node(node: Node, registry: Registry, inferred: dict) -> list[Validati
     if n_out != len(schema.outputs):
         add("arity", "wrong number of outputs", len(schema.outputs), n_out)
     for idx, out in enumerate(node.outputs):
-        allowed = schema.outputs[min(idx, len(schema.outputs) - 1)].dtypes if schema.outputs \
-            else ("float32",)
+        port = schema.outputs[min(idx, len(schema.outputs) - 1)] if schema.outputs else None
+        allowed = port.dtypes if port is not None else ("float32",)
         if out.dtype is not None and out.dtype not in allowed:
             add("dtype", f"output '{out.name}' has the wrong element type",
                 "/".join(allowed), out.dtype)
+    return True
+
+
+def _check_attributes(node: Node, schema, add) -> None:
     for name, value in node.attrs.items():
         spec = schema.attrs.get(name)
         if spec is None:
@@ -234,15 +251,16 @@ def _check_node(node: Node, registry: Registry, inferred: dict) -> list[Validati
     for name, spec in schema.attrs.items():
         if spec.required and name not in node.attrs:
             add("missing-attribute", f"required attribute '{name}' is missing")
-    if issues or schema.infer is None:
-        return issues
-    shapes: list[tuple | None] = []
-    consts: list[np.ndarray | None] = []
+
+
+def _infer_node(node: Node, schema, inferred: dict, add) -> None:
+    shapes = []
+    consts = []
     for v in node.inputs:
         if v is None:
             shapes.append(None)
             consts.append(None)
-        elif v.const is not None:
+        elif v.is_const:
             shapes.append(tuple(v.const.shape))
             consts.append(v.const)
         else:
@@ -251,7 +269,7 @@ def _check_node(node: Node, registry: Registry, inferred: dict) -> list[Validati
     if any(s is None for s, v in zip(shapes, node.inputs) if v is not None):
         for out in node.outputs:
             inferred[id(out)] = None
-        return issues
+        return
     ctx = InferContext(node, schema.with_defaults(node.attrs), shapes, consts)
     try:
         outs = schema.infer(ctx)
@@ -259,20 +277,19 @@ def _check_node(node: Node, registry: Registry, inferred: dict) -> list[Validati
         add(err.rule, err.message, err.expected, err.found)
         for out in node.outputs:
             inferred[id(out)] = None
-        return issues
+        return
     except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as err:
         # Shape inference met values it cannot read: report, never crash on a bad model.
         add("shape", f"shape inference failed: {err}")
         for out in node.outputs:
             inferred[id(out)] = None
-        return issues
+        return
     for out, shape in zip(node.outputs, outs):
         # A None dimension stays unknown (e.g. a dynamic batch size).
         shape = tuple(None if d is None else int(d) for d in shape) if shape is not None else None
         if shape is not None and any(d is not None and d < 0 for d in shape):
             add("shape", f"output '{out.name}' would have a negative dimension", "", _fmt(shape))
         inferred[id(out)] = shape
-    return issues
 
 
 def issue_count_by_rule(issues: list[ValidationIssue]) -> dict[str, int]:
@@ -280,10 +297,6 @@ def issue_count_by_rule(issues: list[ValidationIssue]) -> dict[str, int]:
     for i in issues:
         counts[i.rule] = counts.get(i.rule, 0) + 1
     return counts
-
-
-def is_float32(v: Value) -> bool:
-    return v.dtype == str(np.dtype("float32"))
 
 
 __all__ = ["DIALECT", "infer_shapes", "issue_count_by_rule", "validate"]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
@@ -24,7 +23,7 @@ from ..files.reads import (
     remember_origin,
 )
 from .attributes import read_attribute
-from .keys import KEY_IO_PERMUTATIONS
+from .keys import KEY_IO_PERMUTATIONS, READERS, check_model_metadata
 from .tensors import dtype_from_onnx, read_type, tensor_to_array
 
 
@@ -170,10 +169,9 @@ def _deferred(tensor: TensorProto, length: int | None, read) -> DeferredArray | 
     accept it: a numeric type, inline data whose size fits the shape. Otherwise None, and the
     eager read runs now (and reports what is wrong in its own words)."""
     dtype = dtype_from_onnx(tensor.data_type)
-    itemsize = ITEMSIZE.get(dtype) if dtype is not None else None
+    itemsize = ITEMSIZE.get(dtype)
     dims = tuple(int(d) for d in tensor.dims)
-    if dtype is None or itemsize is None or length is None \
-            or tensor.data_location == TensorProto.EXTERNAL \
+    if itemsize is None or length is None or tensor.data_location == TensorProto.EXTERNAL \
             or any(d < 0 for d in dims) or length != math.prod(dims) * itemsize:
         return None
     return DeferredArray(dims, dtype, read)
@@ -191,7 +189,6 @@ def _initializer(tensor: TensorProto, external: _ExternalData, lifted: _Lifted |
             return tensor_to_array(tensor)
         length = len(tensor.raw_data) if defer and tensor.HasField("raw_data") else None
     else:
-        assert lifted is not None  # the spans are lifted's
         def read():
             return _view(tensor, lifted, span, label)
         length = span[1]
@@ -206,92 +203,109 @@ def from_onnx(
     """Build the IR of an ONNX model (our ModelProto or onnx's: the fields are the same):
     initializers and Constant nodes become constant Values, node domains and names are kept,
     attributes become plain Python values."""
-    external = _ExternalData(Path(base_dir) if base_dir is not None else None, label)
-    lifted_inits = _lifted.spans.initializers if _lifted is not None else {}
-    lifted_nodes = _lifted.spans.constants if _lifted is not None else {}
-    gp = proto.graph
+    reader = _GraphReader(proto, base_dir, label, _lifted, defer_weights)
+    reader.read_initializers_and_inputs()
+    reader.reserve_names()
+    reader.read_nodes()
+    return reader.finish()
 
-    def text(value, what: str) -> str:
+
+class _GraphReader:
+    """One ModelProto read into a Model, stage by stage (values, names, nodes, outputs)."""
+
+    def __init__(self, proto: ModelProto, base_dir, label: str, lifted: _Lifted | None,
+                 defer_weights: bool):
+        self.proto, self.gp, self.label = proto, proto.graph, label
+        self.external = _ExternalData(Path(base_dir) if base_dir is not None else None, label)
+        self.lifted, self.defer_weights = lifted, defer_weights
+        self.graph = Graph(self.text(self.gp.name, "the graph name") or "graph")
+        self.model = Model(self.graph)
+        self.model.producer_name = (self.text(proto.producer_name, "producer_name")
+                                    or self.model.producer_name)
+        self.model.doc = self.text(proto.doc_string, "doc_string")
+        _read_metadata(proto, self.model, self.text, label)
+        self.infos = {self.text(vi.name, "a value name"): read_type(vi.type)
+                      for vi in (*self.gp.value_info, *self.gp.output, *self.gp.input)}
+        self.values: dict[str, Value] = {}
+        self.input_ids: set[int] = set()
+        self.defined: dict[str, int] = {}  # name -> initializers with it (onnx.checker: one)
+        self.listed: dict[str, int] = {}  # name -> times the graph lists it as an input
+
+    def text(self, value, what: str) -> str:
         # protobuf hands back bytes for a string field that is not UTF-8: a corrupt file
         if isinstance(value, bytes):
-            raise ModelLoadError(f"{label}: {what} is not UTF-8 text (corrupt file?)")
+            raise ModelLoadError(f"{self.label}: {what} is not UTF-8 text (corrupt file?)")
         return value
 
-    graph = Graph(text(gp.name, "the graph name") or "graph")
-    model = Model(graph)
-    model.producer_name = text(proto.producer_name, "producer_name") or model.producer_name
-    model.doc = text(proto.doc_string, "doc_string")
-    _read_metadata(proto, model, text)
-
-    infos = {}
-    for vi in (*gp.value_info, *gp.output, *gp.input):
-        infos[text(vi.name, "a value name")] = read_type(vi.type)
-    values: dict[str, Value] = {}
-    input_ids: set[int] = set()
-
-    def fresh(name: str) -> Value:
-        dtype, shape, layout = infos.get(name, ("float32", None, None))
+    def fresh(self, name: str) -> Value:
+        dtype, shape, layout = self.infos.get(name, ("float32", None, None))
         return Value(name, dtype, shape, layout)
 
-    def get(name: str) -> Value | None:
+    def get(self, name: str) -> Value | None:
         if name == "":
             return None
-        if name not in values:
-            values[name] = fresh(name)  # produced later in the file, or dangling
-        return values[name]
+        if name not in self.values:
+            self.values[name] = self.fresh(name)  # produced later in the file, or dangling
+        return self.values[name]
 
-    defined: dict[str, int] = {}  # name -> initializers with it (onnx.checker: one at most)
-    for index, t in enumerate(gp.initializer):
-        with _naming(label, "initializer", t.name):
-            array = _initializer(t, external, _lifted, lifted_inits.get(index), label,
-                                 defer_weights)
-        name = text(t.name, "an initializer name")
-        defined[name] = defined.get(name, 0) + 1
-        values[name] = Value(t.name, const=array)
-    listed: dict[str, int] = {}
-    for vi in gp.input:
-        listed[vi.name] = listed.get(vi.name, 0) + 1
-        if vi.name in values:
-            continue  # old-style models list initializers as inputs too
-        v = fresh(vi.name)
-        values[vi.name] = v
-        graph.add_input(v)
-        input_ids.add(id(v))
+    def read_initializers_and_inputs(self) -> None:
+        spans = self.lifted.spans.initializers if self.lifted is not None else {}
+        for index, t in enumerate(self.gp.initializer):
+            with _naming(self.label, "initializer", t.name):
+                array = _initializer(t, self.external, self.lifted, spans.get(index),
+                                     self.label, self.defer_weights)
+            name = self.text(t.name, "an initializer name")
+            self.defined[name] = self.defined.get(name, 0) + 1
+            self.values[name] = Value(t.name, const=array)
+        for vi in self.gp.input:
+            self.listed[vi.name] = self.listed.get(vi.name, 0) + 1
+            if vi.name in self.values:
+                continue  # old-style models list initializers as inputs too
+            v = self.fresh(vi.name)
+            self.values[vi.name] = v
+            self.graph.add_input(v)
+            self.input_ids.add(id(v))
 
-    # Reserve every name of the file first so generated names (unnamed nodes) cannot collide.
-    for n in gp.node:
-        text(n.op_type, "an op type")
-        text(n.domain, "a node domain")
-        text(n.doc_string, "a node doc_string")
-        for a in n.attribute:
-            text(a.name, "an attribute name")
-        for name in (n.name, *n.input, *n.output):
-            if text(name, "a node or tensor name"):
-                graph.reserve_name(name)
-    for name in values:
-        graph.reserve_name(name)
+    def reserve_names(self) -> None:
+        """Every name of the file first, so generated names (unnamed nodes) cannot collide."""
+        for n in self.gp.node:
+            self.text(n.op_type, "an op type")
+            self.text(n.domain, "a node domain")
+            self.text(n.doc_string, "a node doc_string")
+            for a in n.attribute:
+                self.text(a.name, "an attribute name")
+            for name in (n.name, *n.input, *n.output):
+                if self.text(name, "a node or tensor name"):
+                    self.graph.reserve_name(name)
+        for name in self.values:
+            self.graph.reserve_name(name)
 
-    for index, n in enumerate(gp.node):
-        span = lifted_nodes.get(index)
-        view = None
-        if span is not None:
-            assert _lifted is not None  # the spans are _lifted's
-            lifted_attr = _lifted_attribute(n)
-            view = lifted_attr.name, _view(lifted_attr.t, _lifted, span, label)
-        if _is_constant_node(n):
-            with _naming(label, "Constant node", n.name):
-                _read_constant_node(n, values, input_ids, label, view)
-            continue
-        inputs = [get(name) for name in n.input]
+    def read_nodes(self) -> None:
+        spans = self.lifted.spans.constants if self.lifted is not None else {}
+        for index, n in enumerate(self.gp.node):
+            span = spans.get(index)
+            view = None
+            if span is not None:
+                lifted_attr = _lifted_attribute(n)
+                view = lifted_attr.name, _view(lifted_attr.t, self.lifted, span, self.label)
+            if _is_constant_node(n):
+                with _naming(self.label, "Constant node", n.name):
+                    _read_constant_node(n, self.values, self.input_ids, self.label, view)
+                continue
+            self._add_node(n, view)
+
+    def _add_node(self, n, view) -> None:
+        inputs = [self.get(name) for name in n.input]
         outputs = []
         for name in n.output:
-            existing = values.get(name)
+            existing = self.values.get(name)
             if existing is None:
-                existing = values[name] = fresh(name)
-            elif existing.producer() is not None or existing.is_const or id(existing) in input_ids:
-                existing = fresh(name)  # a second producer: validate() reports the duplicate
+                existing = self.values[name] = self.fresh(name)
+            elif (existing.producer() is not None or existing.is_const
+                  or id(existing) in self.input_ids):
+                existing = self.fresh(name)  # a second producer: validate() reports it
             outputs.append(existing)
-        with _naming(label, "node", n.name):
+        with _naming(self.label, "node", n.name):
             attrs = {a.name: read_attribute(a, n.name) for a in n.attribute
                      if view is None or a.name != view[0]}
         if view is not None:
@@ -299,24 +313,25 @@ def from_onnx(
         node = Node(n.op_type, inputs, outputs, attrs, name=n.name, domain=n.domain,
                     doc=n.doc_string)
         original = n.name
-        graph.add_node(node)
+        self.graph.add_node(node)
         if original:
             node.name = original  # add_node would suffix a name the file reuses
-    for vi in gp.output:
-        output = get(vi.name)
-        if output is None:  # the IR cannot hold a nameless output: validate() reports it
-            model.load_issues.append(ValidationIssue("", "", "graph-output",
-                                                     "a graph output has an empty name"))
-            continue
-        graph.outputs.append(output)
-    model.load_issues += [
-        ValidationIssue("", "", "duplicate-name", f"{count} initializers are named '{name}' "
-                        "(the graph may define each name once)")
-        for name, count in defined.items() if count > 1]
-    model.load_issues += [
-        ValidationIssue("", "", "duplicate-name", f"the graph lists input '{name}' {count} "
-                        "times") for name, count in listed.items() if count > 1]
-    return model
+
+    def finish(self) -> Model:
+        for vi in self.gp.output:
+            self.graph.outputs.append(self.get(vi.name))
+        self.model.load_issues += [
+            ValidationIssue("", "", "duplicate-name", f"{count} initializers are named "
+                            f"'{name}' (the graph may define each name once)")
+            for name, count in self.defined.items() if count > 1]
+        self.model.load_issues += [
+            ValidationIssue("", "", "duplicate-name", f"the graph lists input '{name}' "
+                            f"{count} times") for name, count in self.listed.items() if count > 1]
+        try:
+            check_model_metadata(self.model)
+        except ModelLoadError as exc:
+            raise ModelLoadError(f"{self.label}: {exc}") from None
+        return self.model
 
 
 @contextlib.contextmanager
@@ -370,15 +385,17 @@ def _read_constant_node(
         raise ModelLoadError(f"{label}: tensor '{name}' is defined twice (Constant '{n.name}')")
 
 
-def _read_metadata(proto: ModelProto, model: Model, text) -> None:
+def _read_metadata(proto: ModelProto, model: Model, text, label: str) -> None:
     for entry in proto.metadata_props:
         text(entry.key, "a metadata key")
         text(entry.value, "a metadata value")
-        if entry.key == KEY_IO_PERMUTATIONS:
+        read = READERS.get(entry.key)
+        if read is not None:
             try:
-                perms = json.loads(entry.value)
-                model.io_permutations = {str(k): [int(i) for i in p] for k, p in perms.items()}
+                value = read(entry.value)
+            except ModelLoadError as exc:
+                raise ModelLoadError(f"{label}: {exc}") from None
+            if entry.key == KEY_IO_PERMUTATIONS:
+                model.io_permutations = value
                 continue
-            except (ValueError, TypeError, AttributeError):
-                pass  # not ours: keep it as plain metadata
         model.metadata[entry.key] = entry.value

@@ -21,15 +21,15 @@ from ..files.protowire import encode_varint as _varint
 # A weight that is not C-ordered little-endian bytes goes out in pieces of about this size
 # through one reused buffer: a whole C-ordered copy would cost its size in fresh memory again.
 CHUNK_BYTES = 16 << 20
-# Bytes go to the file in write() calls of at most this size: on Linux (ext4, 2026) writing
-# 100 MB as 1 MB calls took 0.05 s, as 4-16 MB calls 0.10-0.17 s.
+# Bytes go to the file in write() calls of at most this size: larger calls were slower on
+# Linux (docs/benchmarks.md, "Measured choices in the code").
 WRITE_BYTES = 1 << 20
 # A chunk whose source is strided along its last axis (a transposed weight) is gathered in
 # blocks of this many columns: each block reads short contiguous runs of the source instead
-# of one element per cache line (2.4x faster on VGG16's transposed Dense weight).
+# of one element per cache line (docs/benchmarks.md, "Measured choices in the code").
 TILE_COLUMNS = 256
-# Up to this size a strided copy stays in cache whole and numpy's own copy beats tiles (1x1 conv
-# weights HWIO -> OHWI here: 16 KB 0.006 vs 0.046 ms, 256 KB 0.09 vs 0.13, 1 MB 0.55 vs 0.44).
+# Up to this size a strided copy stays in cache whole and numpy's own copy beats tiles
+# (docs/benchmarks.md, "Measured choices in the code").
 SMALL_COPY_BYTES = 512 << 10
 
 # Field numbers from onnx.proto (facts of the format).
@@ -63,9 +63,8 @@ def _split(message, before: tuple[str, ...], skip: str) -> tuple[bytes, bytes]:
     return head.SerializeToString(deterministic=True), tail.SerializeToString(deterministic=True)
 
 
-# Not done: writing a chunk on a second thread while the next one is converted (2026-11,
-# interleaved medians): Keras ResNet-50's save went 0.159 -> 0.182 s (12 runs) and its whole
-# process 0.68 -> 0.73 s (16 runs).
+# Not done: writing a chunk on a second thread while the next one is converted: it was
+# slower (docs/benchmarks.md, "Measured choices in the code").
 # The tiled copies and the kernel's copy into the page cache are both memory-bound: on two cores
 # each slowed the other by about as much as they overlapped, and the GIL hand-overs cost CPU.
 class Writable(Protocol):
@@ -108,7 +107,7 @@ class ArrayWriter:
         if self._buffer is None or len(self._buffer) < rows * row_bytes:
             # At full chunk size and not zeroed: pages cost only when first written, so a
             # small model pays for what it uses, and no weight pays for a buffer grown again
-            # (growing as needed had zeroed 23.6 MB for ResNet-50's largest part of 9.4 MB).
+            # (growing as needed zeroed more than twice the largest part).
             self._buffer = np.empty(max(self.chunk_bytes, rows * row_bytes), np.uint8)
         for start in range(0, arr.shape[0], rows):
             part = arr[start:start + rows]
@@ -143,11 +142,9 @@ def _copy_into(out: np.ndarray, part: np.ndarray) -> None:
 
 # A transposed copy goes tile by tile: runs of up to 1024 source elements (4 KB of float32) from
 # 16 places at a time, so both sides of a tile stay in cache (power-of-two strides make square
-# tiles evict each other). Measured 2026-11 on the mapped weights of Keras ResNet-50 / VGG16:
-# 1024 x 16 best for the conv weights (0.044 / 0.042 s; 256 x 32 0.056 / 0.046), and 16 rows
-# still for VGG16's Dense weight, in runs of 167 (0.50 s; 32 rows 0.54, 64 rows 0.59, 98 rows
-# 0.75). Runs shorter than SHORT_RUN (OIHW -> OHWI: runs of kH*kW) cost numpy calls more than
-# cache misses: tiles of 8192 elements (Caffe ResNet-50 0.013 s; 2048 elements 0.021 s).
+# tiles evict each other). Runs shorter than SHORT_RUN (OIHW -> OHWI: runs of kH*kW) cost
+# numpy calls more than cache misses: tiles of 8192 elements. The sizes were measured
+# (docs/benchmarks.md, "Measured choices in the code").
 TILE_RUN = 1024
 TILE_ROWS = 16
 SHORT_RUN = 64

@@ -31,9 +31,8 @@ EXTERNAL_MIN_TENSOR_BYTES = 1024  # small tensors stay inline even in an externa
 EXTERNAL_ALIGNMENT = 64
 # Over this many weight bytes the kernel is asked to start writing each stretch this long as
 # soon as it is written, so the final fsync waits for the last stretch only. 4 MB rather than
-# 32 MB: MobileNetV2 (14 MB) then overlaps its disk writes too, and the save medians (20 runs
-# interleaved) went 0.045 -> 0.038 s for it, 0.142 -> 0.124 s for the ONNX ResNet-50 and
-# 0.185 -> 0.175 s for Keras ResNet-50; VGG16 unchanged.
+# 32 MB: a small model then overlaps its disk writes too (docs/benchmarks.md, "Measured
+# choices in the code").
 WRITEBACK_BYTES = 4 << 20
 WRITEBACK_ALIGNMENT = 64 << 10  # a multiple of every page size Linux uses for file data
 
@@ -253,7 +252,7 @@ def save(
             os.chmod(data_tmp.name, mode)
             publish(data_tmp.name, _data_path(path))
             os.chmod(model_tmp.name, mode)
-            os.replace(model_tmp.name, path)
+            publish(model_tmp.name, path, check_signal=False)
         else:
             os.chmod(model_tmp.name, mode)
             publish(model_tmp.name, path)
@@ -311,7 +310,7 @@ class EarlyWriteback:
         written = self.handle.write(data)
         if self.start_writing is not None:
             # Whole pages only: a write into a page under writeback waits for its disk write
-            # (stable pages), 15-20 ms twice per ResNet-50 here when the range ended mid-page.
+            # (stable pages), which a range ending mid-page made every model pay.
             end = self.handle.tell() // WRITEBACK_ALIGNMENT * WRITEBACK_ALIGNMENT
             if end - self.handed_over >= WRITEBACK_BYTES:
                 self.handle.flush()  # the range must be in the kernel's hands first
@@ -329,7 +328,7 @@ def kernel_writeback() -> Callable[[int, int, int], object] | None:
     waiting; None where the C library has no ``sync_file_range`` (not Linux)."""
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes  # only for large models: 3 ms of start-up
+    import ctypes  # only for large models: a start-up cost
 
     try:
         call = ctypes.CDLL(None, use_errno=True).sync_file_range

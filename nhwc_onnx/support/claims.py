@@ -31,6 +31,10 @@ NOTES = (
     "it with a warning."),
     ("--strict also refuses the rewrites that round differently from the source "
     "(docs/rounding.md)."),
+    ("With a symbolic batch, a node whose dialect form needs a constant as large as the "
+    "batch (an elementwise operand that varies along H or W, the divisor correction of an "
+    "AveragePool's padded border, padding with a non-zero value) is refused with the "
+    "--batch N remedy: the dialect's elementwise ops do not broadcast."),
 )
 
 

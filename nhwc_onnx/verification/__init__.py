@@ -9,7 +9,6 @@ the conversion was (``--inputs``, ``--outputs``, ``--input-shape``, ``--batch``)
 """
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,10 +19,17 @@ from .. import frameworks
 from ..errors import ModelLoadError, UsageError, VerificationError
 from ..ir import Model
 from ..options import ConvertOptions
-from ..serialize.keys import KEY_IO_PERMUTATIONS
+from ..serialize.keys import (
+    KEY_IO_PERMUTATIONS,
+    KEY_PREPROCESSING,
+    KEY_SOURCE_NAMES,
+    read_io_permutations,
+    read_preprocessing,
+    read_source_names,
+)
 from .compare import TensorComparison, compare, to_converted_layout, to_source_layout
 from .layers import LayerComparison, compare_layers, first_divergence
-from .samples import Samples, near_constant, random_inputs, worse
+from .samples import Samples, Spread, random_inputs, worse
 
 __all__ = ["LayerComparison", "TensorComparison", "VerificationReport", "random_inputs",
            "verify"]
@@ -69,21 +75,21 @@ class VerificationReport:
         }
 
 
-# The sizes a symbolic batch is verified at: one sample, and several (distinct from the
-# other dimensions a test uses) so that a model mixing samples cannot pass.
-SYMBOLIC_BATCHES = (1, 3)
+# The sizes a symbolic batch is verified at: one sample, several (distinct from the other
+# dimensions a test uses) so that a model mixing samples cannot pass, and one above both
+# probe sizes of the conversion (11, 13), where a number computed from the batch's size
+# would show.
+SYMBOLIC_BATCHES = (1, 3, 17)
 
 
 def _io_permutations(model: Model) -> dict[str, list[int]]:
     if model.io_permutations:
         return dict(model.io_permutations)
-    raw = model.metadata.get(KEY_IO_PERMUTATIONS)
-    return json.loads(raw) if raw else {}
+    return read_io_permutations(model.metadata.get(KEY_IO_PERMUTATIONS))
 
 
 def _source_names(model: Model) -> dict[str, str]:
-    raw = model.metadata.get("source_names")
-    return json.loads(raw) if raw else {}
+    return read_source_names(model.metadata.get(KEY_SOURCE_NAMES))
 
 
 def verify(
@@ -106,8 +112,9 @@ def verify(
     Random inputs are seeded with ``seed`` (default ``options.seed``, which also seeds
     ``--weights random``, as the command line's one ``--seed`` does). ``feeds`` are in the
     source layout, keyed by the converted model's input names; they are the first of
-    ``samples`` inputs, the others random. ``layers`` compares every tensor both models
-    compute; ``bisect`` names the first one out of tolerance when an output is.
+    ``samples`` inputs, the others random (at the feeds' batch when it is symbolic).
+    ``layers`` compares every tensor both models compute; ``bisect`` names the first one out
+    of tolerance when an output is.
     """
     from ..runtime import run
 
@@ -121,7 +128,7 @@ def verify(
                         f"{type(feeds).__name__}")
     options = options if options is not None else ConvertOptions()
     seed = options.seed if seed is None else seed
-    fw = frameworks.get(options.framework) if options.framework else frameworks.detect(source)
+    fw = frameworks.of(options, source)
     if isinstance(converted, Model):
         model = converted
     else:
@@ -151,7 +158,12 @@ def verify(
     symbolic = feeds is None and any(isinstance(shape[0], str) for shape in shapes.values()
                                      if shape)
     batches = SYMBOLIC_BATCHES if symbolic else (None,)
-    inputs = {batch: Samples({n: tuple(batch if isinstance(d, str) else d for d in shape)
+    # given feeds fix the batch of the random samples after them too
+    fed_batch = next((int(np.shape(feeds[n])[0]) for n, shape in shapes.items()
+                      if shape and isinstance(shape[0], str) and np.ndim(feeds[n])),
+                     None) if feeds is not None else None
+    inputs = {batch: Samples({n: tuple((fed_batch if batch is None else batch)
+                                       if isinstance(d, str) else d for d in shape)
                               for n, shape in shapes.items()}, feeds, seed, samples)
               for batch in batches}
     reference = fw.reference(source, options)
@@ -176,7 +188,8 @@ def verify(
     report.batches = list(SYMBOLIC_BATCHES) if symbolic else []
     report.summary = _summary(model, perms, parsed)
     worst: dict[tuple[str, int | None], TensorComparison] = {}
-    seen: dict[str, list[np.ndarray]] = {name: [] for name in out_names}
+    # Per output, only its running spread over the samples (never every sample's arrays)
+    spreads = {name: Spread() for name in out_names}
     for batch in batches:
         for index in range(samples):
             ours = run_ours(batch, index)
@@ -187,16 +200,15 @@ def verify(
                 c.sample = index
                 worst[name, batch] = worse(worst.get((name, batch)), c)
                 if batch == batches[0]:  # the spread over samples, at one batch size
-                    seen[name].append(np.asarray(theirs[fetch[name]]))
+                    spreads[name].add(theirs[fetch[name]])
+            del ours, theirs
     report.outputs = [worst[name, batch] for batch in batches for name in out_names]
     for name in out_names:
-        scale = max((float(np.abs(a).max()) for a in seen[name] if a.size
-                     and np.issubdtype(a.dtype, np.number)), default=0.0)
-        warning = near_constant(name, seen[name], atol + rtol * scale)
+        spread = spreads.pop(name)
+        warning = spread.warning(name, atol + rtol * spread.scale)
         if warning:
             report.near_constant.append(name)
             report.warnings.append(warning)
-    del seen
     if layers or (bisect and not report.ok):
         from .tensors import shared_tensors
 
@@ -226,13 +238,8 @@ def preprocessed(model: Model, feeds: Mapping[str, np.ndarray], perms: Mapping[s
     """The source's inputs for the converted model's ``feeds`` (source layout): where the
     model embeds preprocessing (metadata ``preprocessing``), the source sees
     ((x, channels reversed if asked) - mean) / std, computed in float32 as a user would."""
-    raw = model.metadata.get("preprocessing")
-    if not raw:
-        return dict(feeds)
-    steps = json.loads(raw)
+    steps = read_preprocessing(model.metadata.get(KEY_PREPROCESSING))
     result = dict(feeds)
-    if not isinstance(steps, dict):  # files of 0.1.0 used the key for Caffe's transform_param
-        return result
     for name, step in steps.items():
         if name not in result:
             continue

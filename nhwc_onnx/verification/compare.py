@@ -1,7 +1,7 @@
 """Numeric comparison of two tensors, in the terms the report uses."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass
 
 import numpy as np
 
@@ -15,6 +15,7 @@ class TensorComparison:
     max_rel_error: float  # max |diff| / max |reference|: error relative to the output's scale
     cosine: float
     within: bool
+    _: KW_ONLY  # named, never positional: a tolerance once landed in ``batch`` unseen
     batch: int | None = None  # the size of a symbolic batch this comparison ran at
     tolerance: float = 0.0  # atol + rtol * max|reference|: the largest error that passes
     sample: int = 0  # with several samples: the one this (worst) comparison comes from

@@ -25,8 +25,9 @@ h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28
 .match { background: #1f7a3d; } .mismatch { background: #b3261e; }
 .meta { color: #555; } .warn { background: #fff4d6; border-left: 4px solid #d29b00;
         padding: 6px 10px; margin: 6px 0; }
-table { border-collapse: collapse; font-size: 13px; margin-top: 8px; }
-th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left; }
+table { border-collapse: collapse; font-size: 13px; margin-top: 8px; max-width: 100%; }
+th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left;
+         overflow-wrap: anywhere; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.bad td { color: #b3261e; } tr.first td { background: #fde7e4; font-weight: 600; }
 code { font-size: 13px; } svg { max-width: 100%; height: auto; }
@@ -76,7 +77,7 @@ def _outputs(report) -> list[str]:
                     f"<td>{'ok' if c.within else 'BAD'}</td><td><code>{escape(c.name)}"
                     f"</code></td><td>{_shape(c.source_shape)}</td>{_num(c.max_abs_error)}"
                     f"{_num(c.max_rel_error)}{_num(c.cosine, '.6f')}{_num(c.tolerance)}"
-                    f'<td class="num">{c.sample}</td></tr>')
+                    f'<td class="num">{int(c.sample)}</td></tr>')
     rows.append("</table>")
     return rows
 
@@ -97,13 +98,15 @@ def _summary(report, conversion) -> list[str]:
     for key, label in (("source_ops", "source ops"), ("dialect_ops", "dialect ops"),
                        ("decisions", "decisions")):
         counts = summary.get(key)
-        text = (", ".join(f"{escape(str(k))} &times;{v}" for k, v in counts.items())
+        text = (", ".join(f"{escape(str(k))} &times;{escape(str(v))}"
+                          for k, v in counts.items())
                 if counts else "not recorded in the converted file (convert --verify "
                                "--html shows them)" if key == "decisions" else "-")
         rows.append(f"<tr><th>{label}</th><td>{text}</td></tr>")
     layout = summary.get("layout") or {}
-    text = "<br>".join(f"<code>{escape(name)}</code> permuted {list(perm)} (feed/read it "
-                       "as NHWC)" for name, perm in sorted(layout.items())) or "no permutation"
+    text = "<br>".join(f"<code>{escape(str(name))}</code> permuted {escape(str(list(perm)))} "
+                       "(feed/read it as NHWC)" for name, perm in sorted(layout.items())
+                       ) or "no permutation"
     rows.append(f"<tr><th>layout</th><td>{text}</td></tr>")
     for line in summary.get("rounding", []):
         rows.append(f"<tr><th>rounding</th><td>{escape(line)}</td></tr>")
@@ -219,7 +222,7 @@ def plot_svg(layers, first=None, width: int = 960, height: int = 340) -> str:
 
 
 def _shape(shape) -> str:
-    return "&times;".join(str(d) for d in shape) or "scalar"
+    return "&times;".join(escape(str(d)) for d in shape) or "scalar"
 
 
 def _num(value: float, fmt: str = ".3g") -> str:

@@ -7,7 +7,6 @@ compared with what the frontend reads from the source before anything runs.
 """
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 
@@ -15,6 +14,7 @@ from .. import frameworks
 from ..errors import ModelLoadError
 from ..ir import Model
 from ..options import ConvertOptions
+from ..serialize.keys import KEY_SOURCE_NAMES, read_source_names
 
 
 def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framework,
@@ -31,13 +31,13 @@ def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framewo
         article = "an" if framework[0] in "aeiou" else "a"
         raise ModelLoadError(f"{origin}, not from {article} {framework} model like '{source}'; "
                              "verify it against the model it was converted from")
-    from ..conversion.symbolic_batch import probing
+    from ..ir.input_shapes import probing
 
     source_model = frameworks.load_source(source, framework, probing(options))
     parsed = source_model.graph
     # Compared by source tensor: the converted file may name them otherwise (the names users
     # know, --rename); its metadata 'source_names' maps them back.
-    renamed = json.loads(model.metadata.get("source_names") or "{}")
+    renamed = read_source_names(model.metadata.get(KEY_SOURCE_NAMES))
 
     def tensor(name: str) -> str:
         return name.removesuffix(":0")

@@ -58,6 +58,58 @@ def worse(current: TensorComparison | None, new: TensorComparison) -> TensorComp
     return current
 
 
+class Spread:
+    """How much one output of the source moves over the samples, kept as running per-element
+    sum, minimum and maximum (three arrays, whatever the number of samples): the centre of
+    an element is its mean over the samples, and its furthest value from that centre is its
+    minimum or its maximum. With one sample the centre is the mean of all its values."""
+
+    def __init__(self):
+        self.count = 0
+        self.total = self.low = self.high = None
+        self.scale = 0.0  # max |value| over the samples: what rtol multiplies
+        self.unusable = False  # an empty or non-finite output: no spread to speak of
+
+    def add(self, reference: np.ndarray) -> None:
+        array = np.asarray(reference)
+        if array.size and np.issubdtype(array.dtype, np.number):
+            self.scale = max(self.scale, float(np.abs(array).max()))
+        if self.unusable:
+            return
+        array = array.astype(np.float64)
+        if not array.size or not np.all(np.isfinite(array)):
+            self.unusable = True  # non-finite outputs are compared exactly
+            self.total = self.low = self.high = None
+            return
+        self.count += 1
+        if self.total is None:
+            self.total, self.low, self.high = array, array.copy(), array.copy()
+            return
+        self.total += array
+        np.minimum(self.low, array, out=self.low)
+        np.maximum(self.high, array, out=self.high)
+
+    def warning(self, name: str, tolerance: float) -> str | None:
+        """A warning when the output hardly varies: no value further than
+        NEAR_CONSTANT_TOLERANCES tolerances from its centre."""
+        if self.unusable or not self.count:
+            return None
+        if self.count > 1:
+            centre = self.total / self.count
+            spread = float(max((self.high - centre).max(), (centre - self.low).max()))
+        else:
+            spread = float(np.abs(self.total - self.total.mean()).max())
+        if spread > NEAR_CONSTANT_TOLERANCES * tolerance:
+            return None
+        several = self.count > 1
+        over = f"its {self.count} samples" if several else "the sample"
+        centre_text = "its mean over the samples" if several else "their mean"
+        return (f"output '{name}' is near-constant over {over}: every value stays within "
+                f"{spread:.3g} of {centre_text} (tolerance {tolerance:.3g}), so a model that "
+                "ignored its input would match too; the comparison says little (try "
+                "--samples, real --input data, or real weights)")
+
+
 def near_constant(name: str, references: Sequence[np.ndarray], tolerance: float
                   ) -> str | None:
     """A warning when the source's output ``name`` hardly varies over its samples.
@@ -66,19 +118,7 @@ def near_constant(name: str, references: Sequence[np.ndarray], tolerance: float
     values), so an output that depends on its input only through a negligible part (a
     classifier output near uniform, a saturated softmax, a bias-dominated map) is flagged.
     """
-    arrays = [np.asarray(r, dtype=np.float64) for r in references]
-    if not arrays or any(a.size == 0 for a in arrays):
-        return None
-    if any(not np.all(np.isfinite(a)) for a in arrays):
-        return None  # non-finite outputs are compared exactly; no spread to speak of
-    stacked = np.stack(arrays)
-    centre = stacked.mean(axis=0) if len(arrays) > 1 else stacked.mean()
-    spread = float(np.abs(stacked - centre).max())
-    if spread > NEAR_CONSTANT_TOLERANCES * tolerance:
-        return None
-    over = f"its {len(arrays)} samples" if len(arrays) > 1 else "the sample"
-    centre_text = "its mean over the samples" if len(arrays) > 1 else "their mean"
-    return (f"output '{name}' is near-constant over {over}: every value stays within "
-            f"{spread:.3g} of {centre_text} (tolerance {tolerance:.3g}), so a model that "
-            "ignored its input would match too; the comparison says little (try --samples, "
-            "real --input data, or real weights)")
+    spread = Spread()
+    for reference in references:
+        spread.add(reference)
+    return spread.warning(name, tolerance)

@@ -176,7 +176,7 @@ def test_readme_hook_snippets_use_the_published_hook():
 
 
 def test_readme_hook_rev_is_a_commit_of_this_repository_or_the_explained_placeholder():
-    """README showed `rev: v0.1.0`, a tag that does not exist (issue 30): pre-commit then fails
+    """README showed `rev: v0.1.0`, a tag that does not exist: pre-commit then fails
     to clone. The rev must resolve in this repository, or be the placeholder the README tells
     how to fill (`git rev-parse HEAD`)."""
     import re

@@ -204,15 +204,15 @@ def _verification_that_fails(monkeypatch):
     that computes other numbers, without needing one."""
     import dataclasses
 
-    import nhwc_onnx.api
-    real = nhwc_onnx.api.verify
+    import nhwc_onnx.verification
+    real = nhwc_onnx.verification.verify
 
     def failing(*args, **kwargs):
         report = real(*args, **kwargs)
         report.outputs = [dataclasses.replace(c, within=False) for c in report.outputs]
         return report
 
-    monkeypatch.setattr(nhwc_onnx.api, "verify", failing)
+    monkeypatch.setattr(nhwc_onnx.verification, "verify", failing)
 
 
 def test_a_failed_verification_writes_nothing_and_keeps_an_existing_output(

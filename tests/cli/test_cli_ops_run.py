@@ -277,3 +277,18 @@ def test_a_reader_that_goes_away_ends_the_command_quietly():
     stderr = proc.stderr.read()
     assert proc.wait(timeout=120) == 1
     assert first.startswith(b"Conv  (domain nhwc") and stderr == b""
+
+
+@pytest.mark.parametrize("args", [["ops", "Conv"], ["--version"], ["convert", "-h"],
+                                  ["check", "EXAMPLES/mlp_constants.onnx"]],
+                         ids=["command", "version", "help of a command", "check"])
+def test_a_full_stdout_is_one_error_line(args, examples):
+    # `nhwc-onnx ... > /dev/full`: every write fails with ENOSPC; one line says so, exit 1
+    import subprocess
+
+    args = [a.replace("EXAMPLES", str(examples)) for a in args]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "nhwc_onnx.cli", *args], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr == "Error: cannot write to standard output (No space left on device)\n"

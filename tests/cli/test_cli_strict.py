@@ -62,16 +62,14 @@ def test_api_strict_option(tmp_path):
     assert nhwc_onnx.convert(exact, options=strict).report.options["strict"] is True
 
 
-def test_approximate_padding_is_a_hidden_no_op_kept_for_old_command_lines(invoke, tmp_path):
-    # docs/rounding.md: no rewrite approximates any more; an old command line still runs and
-    # converts to the same bytes, and the help no longer offers the flag.
+def test_the_removed_approximate_padding_is_in_no_option_record_or_report(invoke, tmp_path):
+    # docs/rounding.md: no rewrite approximates any more, so the option is gone everywhere
     src = _div_net(tmp_path / "net.onnx", 3.0)
-    plain, old = tmp_path / "plain.onnx", tmp_path / "old.onnx"
-    assert invoke("convert", src, "-o", plain).exit_code == 0
-    result = invoke("convert", src, "-o", old, "--approximate-padding")
-    assert result.exit_code == 0, result.stderr
-    assert old.read_bytes() == plain.read_bytes()
-    help_text = invoke("convert", "-h").stdout
-    assert "--strict" in help_text and "approximate" not in help_text
+    out, report = tmp_path / "m.onnx", tmp_path / "m.json"
+    assert invoke("convert", src, "-o", out, "--report", report).exit_code == 0
+    assert "approximate_padding" not in report.read_text()
+    assert b"approximate_padding" not in out.read_bytes()
+    assert invoke("convert", src, "-o", out, "--approximate-padding").exit_code == 2
+    assert "approximate" not in invoke("convert", "-h").stdout
     with pytest.raises(TypeError):
         nhwc_onnx.ConvertOptions(approximate_padding=True)  # the option is gone from the API

@@ -1,4 +1,4 @@
-"""Issue 30 "Smaller", the command line: mistakes are usage errors (exit 2), messages say what
+"""Mistakes are usage errors (exit 2), messages say what
 happened, a warning is printed once, and `-o` into missing folders behaves as README says.
 """
 from __future__ import annotations

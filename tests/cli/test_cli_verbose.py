@@ -1,4 +1,4 @@
-"""-v / -vv are real (issue 30: README said they add log output and nothing was printed).
+"""-v / -vv are real.
 
 -v logs each stage of a conversion with its time at INFO on stderr (load, every pass - the
 legalisation too -, write), -vv adds DEBUG detail per pass (node counts, decisions); stdout

@@ -1,4 +1,4 @@
-"""Issue 30 #14: text the command line prints from a file never carries raw control characters.
+"""Text the command line prints from a file never carries raw control characters.
 
 A node named `relu ESC [2J` cleared the user's screen in `check`'s text output and in errors.
 Every line goes through one place (``cli.common.echo``, and the log formatter), which escapes
@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -121,3 +122,46 @@ def test_machine_formats_carry_no_raw_control_character(fmt, tmp_path):
     else:
         failure = ElementTree.fromstring(out).find(".//failure")
         assert "n\\x1b[2J\\x9b1m\\x07\\x7f" in failure.get("message")  # CR: &#13;
+
+
+def _failing_source(path: Path, op: str, **attrs) -> Path:
+    """x (1,3,5,7) -> Relu -> a node onnxruntime fails on (named HOSTILE) -> y: verified
+    against the conversion of a plain Relu, which has the same inputs and outputs."""
+    from onnx import numpy_helper
+
+    inits = []
+    inputs = ["r"]
+    if op == "Pad":  # reflect pads larger than the axis: fails while running
+        inits.append(numpy_helper.from_array(np.array([0, 0, 6, 0, 0, 0, 6, 0], np.int64),
+                                             "pads"))
+        inputs.append("pads")
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node(op, inputs, ["y"], name=HOSTILE, **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("op,attrs,said", [
+    ("Pad", {"mode": "reflect"}, "onnxruntime failed running the source"),  # at run
+    ("MaxPool", {"kernel_shape": [2, 2], "pads": [3, 3, 3, 3]},  # at session creation
+     "onnxruntime cannot run the source"),
+])
+def test_onnxruntime_log_never_reaches_the_terminal(tmp_path, op, attrs, said):
+    good = _onnx_model(tmp_path / "good.onnx", op="Relu", node_name="relu2")
+    converted = tmp_path / "good.nhwc.onnx"
+    assert _cli("convert", good, "-o", converted).returncode == 0
+    bad = _failing_source(tmp_path / "bad.onnx", op, **attrs)
+    proc = _cli("verify", bad, converted)
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.decode()
+    if op == "Pad":  # the message names the node: escaped, and whole
+        _assert_escaped(proc, where="stderr")
+        assert "Status Message: Pad reflect" in err, err
+    assert "\x1b" not in err and "[E:onnxruntime" not in err, err  # its log line marker
+    assert err.startswith(f"Error: {said} "), err
+    assert len(err.strip().splitlines()) == 1, err

@@ -1,5 +1,4 @@
-"""The wheel ``python -m build`` makes installs and runs on its own (issue 30: README showed a
-``pip install nhwc-onnx`` of a package that is not published).
+"""The wheel ``python -m build`` makes installs and runs on its own.
 
 The source is copied to a temporary folder (the build leaves ``build/`` and ``*.egg-info``
 behind), built offline (``--no-isolation``: the test environment's setuptools), installed with

@@ -57,7 +57,7 @@ KINDS = {
     "empty file": 2, "sparse zeros (4 KiB)": 2, "sparse 3 GiB": 2,
     "symlink to the real file": 0, "hard link to the real file": 0,
 }
-# -o targets that are not regular files (issue 18 finding 3): refused with exit 1, left as
+# -o targets that are not regular files: refused with exit 1, left as
 # they were. (Never /dev/null itself: as root, a regression would replace the machine's.)
 OUTPUT_KINDS = ("fifo", "symlink to a fifo", "symlink to /dev/null", "directory")
 SPELLINGS = ["absolute", "relative", "dotted"]

@@ -1,5 +1,5 @@
-"""Small files that expand exponentially (issue 18 finding 6) and big-but-legal nets (finding
-7), built in code. Run as a script to write one: ``python rel_bombs.py tf|onnx|relu N PATH``."""
+"""Small files that expand exponentially and big-but-legal nets,
+built in code. Run as a script to write one: ``python rel_bombs.py tf|onnx|relu N PATH``."""
 from __future__ import annotations
 
 import sys

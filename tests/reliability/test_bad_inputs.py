@@ -6,6 +6,8 @@ import pytest
 from bad_inputs import all_cases
 from rel_checks import assert_clean_failure, folder_listing
 
+from nhwc_onnx.errors import EXIT_OK, EXIT_UNREADABLE
+
 CASES = all_cases()
 
 
@@ -34,3 +36,22 @@ def test_every_format_has_the_required_kinds_of_bad_input():
     assert sum(c.kind.startswith("truncated") for c in CASES if c.fmt == "onnx") >= 10
     assert sum(c.kind.startswith("truncated") for c in CASES if c.fmt == "tf") >= 10
     assert sum("caffemodel truncated" in c.kind for c in CASES) >= 10
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_info_describes_every_bad_input_that_decodes(case, tmp_path, run_cli):
+    """``info`` answers as ``convert`` does about the bytes: a file that does not decode into
+    a model (exit 2 for convert) exits 2; any model it decodes, however broken (a cycle, a
+    tensor produced twice, a net without layers), is described with exit 0 and a last line
+    saying how its conversion ends."""
+    source, extra = case.build(tmp_path)
+    result = run_cli("info", source, *extra)
+    if case.code == EXIT_UNREADABLE:
+        assert result.exit_code == EXIT_UNREADABLE, result.output
+        assert case.fragment.lower() in result.stderr.lower()
+    else:
+        assert result.exit_code == EXIT_OK, result.output
+        last = result.stdout.strip().splitlines()[-1].strip()
+        assert last.startswith("conversion: ") or result.stdout.count("conversion: refused") \
+            == 1, result.stdout
+        assert "conversion: converts" not in result.stdout

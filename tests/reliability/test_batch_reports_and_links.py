@@ -1,10 +1,10 @@
-"""Issue 30 #5 and #9, through the real command line with real symlinks.
+"""Several sources at once, through the real command line with real symlinks.
 
-#5: a batch's `--report DIR` writes a report for a refused model too (as single mode does), the
+A batch's `--report DIR` writes a report for a refused model too (as single mode does), the
 table gives the whole reason (every refused node and the exact cut), and a `--report` or
 `--output-dir` folder that is a dangling symlink is refused before anything is converted.
 
-#9: the names of a batch are derived, so a symlink planted at one of them in a shared folder
+The names of a batch are derived, so a symlink planted at one of them in a shared folder
 (`R/<model>.report.json -> /etc/passwd`, `O/<model>.onnx -> victim`) must not redirect the
 write: the link is replaced by the new file and its target is left as it was. A path the user
 names (`-o`, `--report` of one source) keeps the documented rule: a symlink to a regular file

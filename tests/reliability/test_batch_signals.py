@@ -1,4 +1,4 @@
-"""Issue 30 #6: a signal stops a batch (`convert a b c --output-dir d --jobs 2`).
+"""A signal stops a batch (`convert a b c --output-dir d --jobs 2`).
 
 Real processes and real signals, many times over, because the failures were races: Ctrl-C
 (SIGINT to the whole process group, as a terminal sends it) printed a `concurrent.futures`

@@ -1,5 +1,5 @@
 """`nhwc-onnx check a b c` reports every file even when one of them hits an internal error
-(issue 18, finding 10), through the real command line in a child process."""
+, through the real command line in a child process."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""Issue 30 #10: ``check 'dir/**/*.onnx'`` (the glob form README recommends) walked into
+"""``check 'dir/**/*.onnx'`` (the glob form README recommends) walked into
 directory symlinks: one ``a -> .`` link checked the same file 41 times, two (``a -> .``,
 ``b -> .``) made the walk exponential (killed at 120 s). ``**`` now visits each real folder
 once, as the folder form does. Real processes, real symlinks, a hang guard."""

@@ -1,4 +1,4 @@
-"""Issue 18 findings 9 and 10 through the real command line: user mistakes end with the
+"""User mistakes end with the
 documented exit code and one clear line (never "internal error"), reads are bounded by the
 file's size, and `--jobs` starts no more workers than there are sources and CPUs."""
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Issue 30 #12, #13: defects of a dialect file's tensors and names, through every command that
+"""Defects of a dialect file's tensors and names, through every command that
 reads a dialect model (``check``, ``info``, ``run``, ``lower``).
 
-#12: impossible dims - ``[-2, -2, 27]``, ``[2^32, 2^32, 1, 1]`` with no data, a product that
+Impossible dims - ``[-2, -2, 27]``, ``[2^32, 2^32, 1, 1]`` with no data, a product that
 wraps int64 - were internal errors (exit 1, a numpy ValueError); they are exit 2, one line
 naming the file and the tensor, status "unreadable" in ``check``'s JSON.
-#13: two initializers with one name passed ``check`` (and ``run`` silently used the second);
+Two initializers with one name passed ``check`` (and ``run`` silently used the second);
 onnx.checker rejects them. Now a ``duplicate-name`` rule violation: ``check`` exit 1, ``run``
 and ``lower`` refuse.
 """
@@ -185,3 +185,45 @@ def test_one_definition_per_name_still_passes(tmp_path, run_cli):
         path = _write(tmp_path / str(index), edit)
         result = run_cli("check", path)
         assert result.exit_code == 0, result.output
+
+
+def _external(tmp_path: Path, *, missing: int = 0, offset: int = 16) -> Path:
+    """The example with conv1/W stored in weights.bin at ``offset``, the file ``missing``
+    bytes short of the tensor's end."""
+    model = _example()
+    tensor = _initializer(model, "conv1/W")
+    data = tensor.raw_data
+    tensor.ClearField("raw_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", "weights.bin"), ("offset", str(offset)),
+                       ("length", str(len(data)))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    (tmp_path / "weights.bin").write_bytes(bytes(offset) + data[:len(data) - missing])
+    path = tmp_path / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    (tmp_path / "out").mkdir()
+    return path
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("missing", [1, 4])
+def test_truncated_external_data_is_unreadable(command, missing, tmp_path, run_cli):
+    """The file ends 1 (or 4) bytes before the tensor does: exit 2 naming the file and the
+    tensor, nothing written, never a read past the end."""
+    path = _external(tmp_path, missing=missing)
+    result = run_cli(*_command(command, path, tmp_path))
+    err = result.stderr.strip()
+    detail = f"exit {result.exit_code}: {err!r} ({result.exception!r})"
+    assert result.exit_code == EXIT_UNREADABLE, detail
+    assert len(err.splitlines()) == 1 and "too short" in err and "conv1/W" in err, detail
+    assert "model.onnx" in err and "internal error" not in err, detail
+    assert folder_listing(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_external_data_ending_at_the_file_end_reads(command, tmp_path, run_cli):
+    """The boundary: a tensor whose bytes end exactly where the file ends is whole."""
+    path = _external(tmp_path, missing=0)
+    result = run_cli(*_command(command, path, tmp_path))
+    assert result.exit_code == 0, result.output

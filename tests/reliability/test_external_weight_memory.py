@@ -1,4 +1,4 @@
-"""Issue 30 #11: external weights were read whole. ``check`` of a valid dialect model with a
+"""External weights were read whole. ``check`` of a valid dialect model with a
 906 MB external weight peaked at 917 MB (README: check reads the structure only), ``run`` and
 ``lower`` at 4.4-4.5 GB, and a 7 GB weight file ended in "internal error (MemoryError)".
 

@@ -1,4 +1,4 @@
-"""Issue 18 findings 6 and 7: small files that expand exponentially, and huge legal nets.
+"""Small files that expand exponentially, and huge legal nets.
 
 Each runs the real command line in a memory-bounded child with a timeout (a hang guard, not a
 speed check). The bombs are built in code (``rel_bombs.py``).

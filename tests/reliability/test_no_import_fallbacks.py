@@ -1,4 +1,4 @@
-"""Issue 18 finding 11: a failing import must never be swallowed.
+"""A failing import must never be swallowed.
 
 `passes/pipeline.py` used to catch ImportError and skip every dialect pass and the final
 validation, so a broken install saved a core-op model with exit 0; `docs.py` and `cli.py` had

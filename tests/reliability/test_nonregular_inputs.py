@@ -1,4 +1,4 @@
-"""Issue 18 findings 5 and 8: inputs that never end or block.
+"""Inputs that never end or block.
 
 A FIFO, a device or a hostile external-data entry given to the converter or to ``check`` /
 ``info`` / ``run`` is refused with exit 2 and one line, before anything is read. Every case runs

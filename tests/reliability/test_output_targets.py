@@ -1,4 +1,4 @@
-"""Issue 18 findings 1-3, through the real command line: the model (-o), the report (--report)
+"""The model (-o), the report (--report)
 and every batch output are planned and checked before converting. A path that is a source,
 another output, a directory or not a regular file is refused (exit 1, nothing written); a
 symlink to a regular file is written through (the link stays, its target is replaced)."""
@@ -243,3 +243,40 @@ def test_output_symlink_to_a_regular_file_is_written_through(tmp_path):
     assert link.is_symlink() and os.readlink(link) == real.name
     assert _is_dialect_model(real)
     assert folder_listing(folder) == ["latest.onnx", "v3.onnx"]
+
+
+# Every output the commands write, given a path of the wrong kind: a directory where a file is
+# written, a file where a folder is. One rule: an unusable output (exit 1), nothing written.
+_WRONG_KIND_OUTPUTS = {
+    "convert -o DIR": (["convert", "SRC", "-o", "DIR"], "is a directory"),
+    "convert --report DIR": (["convert", "SRC", "-o", "OUT/m.onnx", "--report", "DIR"],
+                             "is a directory"),
+    "convert --html DIR": (["convert", "SRC", "-o", "OUT/m.onnx", "--verify", "--html", "DIR"],
+                           "is a directory"),
+    "verify --html DIR": (["verify", "SRC", "MODEL", "--html", "DIR"], "is a directory"),
+    "lower -o DIR": (["lower", "MODEL", "-o", "DIR"], "is a directory"),
+    "run -o FILE": (["run", "MODEL", "--random", "-o", "FILE"], "is not a folder"),
+    "convert --output-dir FILE": (["convert", "SRC", "SRC", "--output-dir", "FILE"],
+                                  "is not a folder"),
+}
+
+
+@pytest.mark.parametrize("case", list(_WRONG_KIND_OUTPUTS))
+def test_output_path_of_the_wrong_kind_is_an_unusable_output(case, run_cli, tmp_path):
+    source, _ = write_source(tmp_path / "src", "onnx")
+    model = tmp_path / "m.onnx"
+    assert run_cli("convert", source, "-o", model).exit_code == EXIT_OK
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("a file")
+    places = {"SRC": source, "MODEL": model, "DIR": tmp_path / "dir",
+              "FILE": tmp_path / "file", "OUT": tmp_path / "out"}
+    args, words = _WRONG_KIND_OUTPUTS[case]
+    args = [str(places.get(a.split("/")[0], a)) + ("/m.onnx" if a == "OUT/m.onnx" else "")
+            for a in args]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = run_cli(*args)
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert words in result.stderr and "internal error" not in result.stderr, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert list((tmp_path / "dir").iterdir()) == []
+    assert (tmp_path / "file").read_text() == "a file"

@@ -1,4 +1,4 @@
-"""Issue 30 #7: `run --output-dir d` writes its .npy files by convert's rules.
+"""`run --output-dir d` writes its .npy files by convert's rules.
 
 It wrote with a plain np.save: a FIFO named like an output hung it, a symlink there was written
 through (a victim file replaced by .npy bytes), a model or a feed named like an output was

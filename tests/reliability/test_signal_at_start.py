@@ -1,4 +1,4 @@
-"""Issue 30 #6, the first tens of milliseconds: a Ctrl-C while the command line is still being
+"""A Ctrl-C while the command line is still being
 imported (before its own handlers exist) printed a KeyboardInterrupt traceback. Real processes
 and real signals; the signal is sent from inside the import of click, so it always lands in
 that window."""

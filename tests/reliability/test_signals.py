@@ -1,4 +1,4 @@
-"""Issue 18 finding 4: SIGTERM, SIGHUP (and SIGINT) while the output is being written.
+"""SIGTERM, SIGHUP (and SIGINT) while the output is being written.
 
 A real `nhwc-onnx convert` of a 64 MB model is frozen (SIGSTOP) the moment its temp file
 appears beside the output, sent the signal, and continued: it must remove the temp file, keep

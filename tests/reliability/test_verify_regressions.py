@@ -1,4 +1,4 @@
-"""verify and verify --bisect for every source format (issue 18, #12 and #13): through the CLI
+"""verify and verify --bisect for every source format: through the CLI
 in-process, and the two regressions once more as real processes.
 
 The TensorFlow model is the one of the issue: Input(19,23,3) -> Conv2D(32,3,same) -> BatchNorm
@@ -116,12 +116,11 @@ def test_verify_matches_a_correct_conversion(invoke, tf_sources, converted, fmt)
     assert result.exit_code == 0, result.output + result.stderr
     report = json.loads(result.output)
     assert report["ok"] is True
-    # every TF source here declares an open batch: kept symbolic, compared at 1 and 3
-    assert report["batches"] == [1, 3]
-    one, three = report["outputs"]
-    assert (one["batch"], one["source_shape"]) == (1, [1, 10])
-    assert (three["batch"], three["source_shape"]) == (3, [3, 10])
-    assert max(one["max_abs_error"], three["max_abs_error"]) < 1e-4
+    # every TF source here declares an open batch: kept symbolic, compared at 1, 3 and 17
+    assert report["batches"] == [1, 3, 17]
+    assert [(o["batch"], o["source_shape"]) for o in report["outputs"]] == [
+        (1, [1, 10]), (3, [3, 10]), (17, [17, 10])]
+    assert max(o["max_abs_error"] for o in report["outputs"]) < 1e-4
 
 
 def test_verify_reference_is_the_keras_model_itself(tf_sources, converted):
@@ -262,8 +261,8 @@ def test_verify_pairs_several_inputs_and_outputs_by_name(invoke, tmp_path, fmt):
     bad = invoke("verify", src, out, "--format", "json")
     assert bad.exit_code == 3, bad.output + bad.stderr
     report = json.loads(bad.output)
-    assert report["batches"] == [1, 3]  # Keras' batch is symbolic: compared at both sizes
-    for batch in (1, 3):
+    assert report["batches"] == [1, 3, 17]  # Keras' batch is symbolic: compared at each size
+    for batch in (1, 3, 17):
         outputs = [o for o in report["outputs"] if o["batch"] == batch]
         assert sorted(o["within"] for o in outputs) == [False, True]
 

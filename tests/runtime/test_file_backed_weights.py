@@ -1,4 +1,4 @@
-"""Weights a loaded model views in its files (issue 30 #11): ``runtime.run`` points
+"""Weights a loaded model views in its files: ``runtime.run`` points
 onnxruntime at the file's bytes instead of copying them, ``save_lowered`` streams them into
 the output. Neither may change a number or a byte."""
 from __future__ import annotations

@@ -150,7 +150,7 @@ def test_depthwise_matches_tf(x_shape, k, mult, s, d, pads):
                   {"pads": pads, "strides": list(s), "dilations": list(d)})
     # One tf.nn.conv2d per channel: tf.nn.depthwise_conv2d computes another size when stride
     # and dilation are both > 1, and TF's reference depthwise kernel (oneDNN off) supports
-    # neither unequal strides nor dilation. DIALECT.md's sizes are Conv's.
+    # neither unequal strides nor dilation. The dialect's sizes are Conv's (docs/design.md).
     ref = np.concatenate([
         tf().nn.conv2d(x[..., c:c + 1], w[:, :, c:c + 1, :], [1, *s, 1], pads,
                        dilations=[1, *d, 1]).numpy()
@@ -229,7 +229,7 @@ def test_grouped_conv_transpose_matches_tf_per_group():
 
 @pytest.mark.parametrize("pads, out_pad", [("SAME", [1, 1]), ("VALID", [1, 0]), ("SAME", [0, 1])])
 def test_conv_transpose_output_padding_follows_the_dialect_crop(pads, out_pad):
-    """output_padding appends zeros to the full TF result before the DIALECT.md crop."""
+    """output_padding appends zeros to the full TF result before the dialect's crop."""
     gen = rng(17)
     x, w = randn(gen, 2, 3, 4, 3), randn(gen, 3, 2, 3, 3)
     got = run_one("ConvTranspose", x, [w],

@@ -87,7 +87,7 @@ def test_every_family_op_is_registered_with_infer_and_lower():
         schema = DIALECT_OPS[name]
         assert schema.domain == "nhwc"
         assert schema.infer is not None and schema.lower is not None, name
-        assert schema.source.startswith("seed 000 + DIALECT.md"), name
+        assert schema.source.startswith("dialect spec v0.1 (docs/design.md)"), name
     assert DIALECT_OPS["Conv"].layout is LayoutClass.IMPLICIT
     assert DIALECT_OPS["Pad"].layout is LayoutClass.ATTRIBUTE
 
@@ -105,7 +105,7 @@ def test_valid_instance_validates_and_infers(op):
     ("Conv", [X], "2..3"),
     ("DepthwiseConv2d", [X, w(3, 3, 3, 1), w(3)], "2"),  # no bias input in the dialect
     ("BatchNormalization", [X, w(3), w(3), w(3)], "5"),
-    ("Gemm", [(2, 5), (5, 4)], "3"),  # C is required, as in seed 000
+    ("Gemm", [(2, 5), (5, 4)], "3"),  # C is required, as in the dialect spec
     ("MaxPool", [X, X], "1"),
 ])
 def test_wrong_arity_is_reported(op, inputs, expected):

@@ -70,7 +70,7 @@ VALID = [
     ("Reshape", [X, i64(0, -1, 3)], {}, (2, 35, 3)),
     ("Reshape", [X, i64(2, 105)], {}, (2, 105)),
     ("Reshape", [X, i64(-1)], {}, (210,)),
-    # seed 001's special_zero examples
+    # OpenVINO Reshape-1's special_zero examples
     ("Reshape", [(2, 5, 5, 24), i64(0, -1, 4)], {}, (2, 150, 4)),
     ("Reshape", [(2, 2, 3), i64(0, 0, 1, -1)], {}, (2, 2, 1, 3)),
     ("Reshape", [(3, 1, 1), i64(-1, 0)], {}, (3, 1)),
@@ -91,7 +91,7 @@ VALID = [
     ("Slice", [X], {"starts": [1, 0], "ends": [5, -1], "axes": [1, 2]}, (2, 4, 4, 3)),
     ("Slice", [X], {"starts": [-2], "ends": [1000], "axes": [3]}, (2, 7, 5, 2)),
     ("Slice", [X], {"starts": [0, 3], "ends": [1, 7]}, (1, 4, 5, 3)),
-    # seed 000's examples: rows [1:2], columns [0:3]; rows [0:-1], columns [1:1000]
+    # the dialect spec's examples: rows [1:2], columns [0:3]; rows [0:-1], columns [1:1000]
     ("Slice", [(2, 4)], {"axes": [0, 1], "starts": [1, 0], "ends": [2, 3]}, (1, 3)),
     ("Slice", [(2, 4)], {"starts": [0, 1], "ends": [-1, 1000]}, (1, 3)),
     ("ReduceMean", [X], {"axes": [1, 2]}, (2, 1, 1, 3)),

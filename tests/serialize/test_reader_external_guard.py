@@ -1,5 +1,5 @@
 """The dialect reader (check / run / info / verify) reads external data only inside the model's
-folder (issue 18, #14). Checked by behaviour, wherever the guard lives: the file outside holds
+folder. Checked by behaviour, wherever the guard lives: the file outside holds
 exactly the right bytes, so a reader without the guard would load the model and exit 0."""
 from __future__ import annotations
 

@@ -166,6 +166,15 @@ class CaffeBuilder:
             self.graph.reserve_name(name)
 
 
+def one_bottom(b: CaffeBuilder, layer: pb.LayerParameter) -> list[Value]:
+    """The one bottom of a single-input layer (an InvalidModelError for any other count)."""
+    xs = b.bottoms(layer)
+    if len(xs) != 1:
+        raise InvalidModelError(
+            f"layer '{layer.name}' ({layer.type}) needs exactly 1 bottom, got {len(xs)}")
+    return xs
+
+
 def version_base(layer: pb.LayerParameter, index: int, in_place: bool) -> str:
     """The name of the Value holding top ``index`` of ``layer`` (before a suffix that keeps
     it unique): the top's own name, or, for an in-place layer (one writing a blob that exists

@@ -21,7 +21,7 @@ from . import caffe_pb2 as pb
 from .builder import CaffeBuilder
 from .calibration import Calibration, logit_layers
 from .prototxt import inference_layers, read_prototxt
-from .registry import CHECKS, REGISTRY
+from .registry import REGISTRY
 from .weights import WeightSource
 
 # Layers that create blobs from nothing (graph inputs).
@@ -35,13 +35,23 @@ def _describe(layer: pb.LayerParameter) -> tuple[str, str]:
 
 def check_layers(layers: list[pb.LayerParameter]) -> list[NodeProblem]:
     """What the prototxt alone shows: layers whose configuration has no exact form."""
-    problems = []
+    return REGISTRY.checked(layers, _describe)
+
+
+def check_single_writers(net: pb.NetParameter, layers: list[pb.LayerParameter]) -> None:
+    """Caffe (and OpenCV) refuse a net where a blob is written by two layers unless the later
+    one works in place (its top i is its bottom i): the later write would silently win."""
+    writer = {name: "the net's inputs" for name in net.input}
     for layer in layers:
-        check = CHECKS.get(layer.type)
-        reason = check(layer) if check is not None else None
-        if reason:
-            problems.append(NodeProblem(layer.name, layer.type, reason))
-    return problems
+        for i, top in enumerate(layer.top):
+            in_place = i < len(layer.bottom) and layer.bottom[i] == top
+            if top in writer and not in_place:
+                raise InvalidModelError(
+                    f"blob '{top}' is the top of layer '{layer.name}' ({layer.type}) and already "
+                    f"of {writer[top]}; Caffe takes a blob written twice only in place (the "
+                    "same name as bottom and top of one layer)")
+            if top not in writer:
+                writer[top] = f"layer '{layer.name}' ({layer.type})"
 
 
 def _net_inputs(b: CaffeBuilder, net: pb.NetParameter) -> None:
@@ -49,7 +59,6 @@ def _net_inputs(b: CaffeBuilder, net: pb.NetParameter) -> None:
     names = list(net.input)
     if not names:
         return
-    shapes: list[list[int] | None]
     if len(net.input_shape):
         if len(net.input_shape) not in (1, len(names)):
             raise InvalidModelError(
@@ -71,14 +80,7 @@ def _net_inputs(b: CaffeBuilder, net: pb.NetParameter) -> None:
 def _convert(path: str, options: ConvertOptions, weights_option: str | None
              ) -> tuple[Model, WeightSource]:
     net = read_prototxt(path)
-    layers = inference_layers(net)
-    if options.outputs:
-        blobs = set(net.input).union(*(layer.top for layer in layers))
-        unknown = [n for n in options.outputs if n not in blobs]
-        if unknown:  # else no layer would be kept, and the net would seem to have no inputs
-            raise UsageError(f"--outputs names {', '.join(map(repr, unknown))}, which is not a "
-                             "blob of this net")
-        layers = layers_for(layers, list(options.outputs))
+    layers = _selected_layers(net, options)
     problems = check_layers(layers) + REGISTRY.unsupported((la.name, la.type) for la in layers)
     # A refused net is still converted, to list every layer that cannot be, but with zero
     # weights: the (possibly huge) caffemodel is read only for a net that may convert.
@@ -136,6 +138,27 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
             f"{', '.join(v.name for v in graph.inputs)}); a Caffe net's inputs are fixed")
     graph.outputs = _outputs(b, options, unset if refused else None)
     b.finish()
+    model = _model(path, graph, layers, b, options)
+    model.refused = refused
+    return model, weights
+
+
+def _selected_layers(net: pb.NetParameter, options: ConvertOptions) -> list[pb.LayerParameter]:
+    """The inference layers ``--outputs`` asks for (all of them without it)."""
+    layers = inference_layers(net)
+    check_single_writers(net, layers)
+    if options.outputs:
+        blobs = set(net.input).union(*(layer.top for layer in layers))
+        unknown = [n for n in options.outputs if n not in blobs]
+        if unknown:  # else no layer would be kept, and the net would seem to have no inputs
+            raise UsageError(f"--outputs names {', '.join(map(repr, unknown))}, which is not a "
+                             "blob of this net")
+        layers = layers_for(layers, options.outputs)
+    return layers
+
+
+def _model(path: str, graph: Graph, layers: list[pb.LayerParameter], b: CaffeBuilder,
+           options: ConvertOptions) -> Model:
     model = Model(graph, {"source_framework": "caffe", "source_file": os.fspath(path)})
     # One count per Caffe layer (a layer may become several core nodes).
     for layer in layers:
@@ -147,8 +170,7 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
         # takes data prepared that way. (Key "preprocessing" means preprocessing embedded in
         # the model, which then takes raw pixels: --mean / --std / --reverse-channels.)
         model.metadata["source_transform_param"] = json.dumps(b.preprocessing, sort_keys=True)
-    model.refused = refused
-    return model, weights
+    return model
 
 
 def layers_for(layers: list[pb.LayerParameter], outputs: list[str]) -> list[pb.LayerParameter]:

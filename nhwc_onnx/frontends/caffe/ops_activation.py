@@ -7,13 +7,13 @@ import numpy as np
 from ...errors import InvalidModelError
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder, shape_of
-from .ops_conv import _one_bottom
-from .registry import converter
+from .builder import one_bottom
+from .registry import REGISTRY
 from .weights import BlobSpec
 
 
 def _unary(b: CaffeBuilder, layer: pb.LayerParameter, op: str, attrs=None) -> None:
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     if len(layer.top) != 1:
         raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) needs exactly 1 top")
     top = b.top_value(layer, 0, shape_of(x))
@@ -21,7 +21,7 @@ def _unary(b: CaffeBuilder, layer: pb.LayerParameter, op: str, attrs=None) -> No
     b.bind(layer, [top])
 
 
-@converter("ReLU", emits=("Relu", "LeakyRelu"), doc="Relu, or LeakyRelu when negative_slope != 0")
+@REGISTRY.register("ReLU", emits=("Relu", "LeakyRelu"), doc="Relu, or LeakyRelu when negative_slope != 0")
 def convert_relu(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     slope = float(layer.relu_param.negative_slope)
     if slope == 0.0:
@@ -30,50 +30,50 @@ def convert_relu(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
         _unary(b, layer, "LeakyRelu", {"alpha": slope})
 
 
-@converter("ReLU6", emits=("Clip",), doc="Clip(0, 6)")
+@REGISTRY.register("ReLU6", emits=("Clip",), doc="Clip(0, 6)")
 def convert_relu6(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Clip", {"min": 0.0, "max": 6.0})
 
 
-@converter("Clip", emits=("Clip",), doc="Clip(min, max)")
+@REGISTRY.register("Clip", emits=("Clip",), doc="Clip(min, max)")
 def convert_clip(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.clip_param
     _unary(b, layer, "Clip", {"min": float(p.min), "max": float(p.max)})
 
 
-@converter("ELU", emits=("Elu",), doc="Elu(alpha)")
+@REGISTRY.register("ELU", emits=("Elu",), doc="Elu(alpha)")
 def convert_elu(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Elu", {"alpha": float(layer.elu_param.alpha)})
 
 
-@converter("Sigmoid", emits=("Sigmoid",), doc="Sigmoid")
+@REGISTRY.register("Sigmoid", emits=("Sigmoid",), doc="Sigmoid")
 def convert_sigmoid(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Sigmoid")
 
 
-@converter("TanH", emits=("Tanh",), doc="Tanh")
+@REGISTRY.register("TanH", emits=("Tanh",), doc="Tanh")
 def convert_tanh(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Tanh")
 
 
-@converter("AbsVal", emits=("Abs",), doc="Abs")
+@REGISTRY.register("AbsVal", emits=("Abs",), doc="Abs")
 def convert_absval(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Abs")
 
 
-@converter("BNLL", emits=("Softplus",), doc="Softplus: log(1 + exp(x))")
+@REGISTRY.register("BNLL", emits=("Softplus",), doc="Softplus: log(1 + exp(x))")
 def convert_bnll(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Softplus")
 
 
-@converter("Dropout", emits=("Identity",), doc="Identity (inference)")
+@REGISTRY.register("Dropout", emits=("Identity",), doc="Identity (inference)")
 def convert_dropout(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Identity")
 
 
-@converter("Swish", emits=("Mul", "Sigmoid"), converts="always", doc="x * Sigmoid(beta * x)")
+@REGISTRY.register("Swish", emits=("Mul", "Sigmoid"), converts="always", doc="x * Sigmoid(beta * x)")
 def convert_swish(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     beta = float(layer.swish_param.beta)
     arg = x
@@ -86,13 +86,13 @@ def convert_swish(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Power", emits=("Mul", "Add", "Square", "Pow", "Identity"), converts="when",
+@REGISTRY.register("Power", emits=("Mul", "Add", "Square", "Pow", "Identity"), converts="when",
            condition="power is 1, 2 or 3 (3: x*x*x within 2 float32 ulps, refused by "
                      "--strict); a square root, reciprocal or other power has no dialect form",
            doc="(shift + scale*x)^power with Mul/Add/Pow (Sqrt/Reciprocal/Square)")
 def convert_power(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.power_param
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     power, scale, shift = float(p.power), float(p.scale), float(p.shift)
     steps: list[tuple[str, float | None]] = []
@@ -121,10 +121,10 @@ def convert_power(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("PReLU", emits=("PRelu",), converts="always",
+@REGISTRY.register("PReLU", emits=("PRelu",), converts="always",
            doc="PRelu with per-channel (or shared) slopes")
 def convert_prelu(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     if len(shape) < 2:
         raise InvalidModelError(f"layer '{layer.name}' (PReLU) needs an input of rank >= 2")

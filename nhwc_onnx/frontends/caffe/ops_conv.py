@@ -9,7 +9,8 @@ from ...schemas.core import infer_output_shapes
 from ..base import Refusal
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder, canonical_axis, shape_of
-from .registry import converter
+from .builder import one_bottom
+from .registry import REGISTRY
 from .weights import BlobSpec
 
 
@@ -129,14 +130,14 @@ def _nchw(x, layer) -> tuple[int, int, int, int]:
     return shape
 
 
-@converter("Convolution", "ConvolutionDepthwise", "DepthwiseConvolution", check=_check_conv,
+@REGISTRY.register("Convolution", "ConvolutionDepthwise", "DepthwiseConvolution", check=_check_conv,
            emits=("Conv",), converts="when", condition="2-D",
            doc="Conv (group, dilation, per-axis pads/strides), weights OIHW")
 def convert_convolution(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _conv_common(b, layer, transpose=False)
 
 
-@converter("Deconvolution", check=_check_conv, emits=("ConvTranspose",), converts="when",
+@REGISTRY.register("Deconvolution", check=_check_conv, emits=("ConvTranspose",), converts="when",
            condition="2-D", doc="ConvTranspose, weights IOHW")
 def convert_deconvolution(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _conv_common(b, layer, transpose=True)
@@ -151,14 +152,14 @@ def _check_pooling(layer: pb.LayerParameter) -> str | None:
     return None
 
 
-@converter("Pooling", check=_check_pooling,
+@REGISTRY.register("Pooling", check=_check_pooling,
            emits=("MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"),
            condition="MAX or AVE without a mask top; with ceil rounding, a stride no larger "
                      "than the kernel",
            doc="MaxPool/AveragePool (ceil or floor rounding, Caffe AVE counting), global pools")
 def convert_pooling(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.pooling_param
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     n, c, h, w = _nchw(x, layer)
     is_max = p.pool == pb.PoolingParameter.MAX
     if p.global_pooling:
@@ -203,19 +204,11 @@ def _window_outside(size: int, k: int, s: int, pad: int, out: int, ceil: bool) -
     return (out - 1) * s >= size + pad
 
 
-def _one_bottom(b: CaffeBuilder, layer: pb.LayerParameter):
-    xs = b.bottoms(layer)
-    if len(xs) != 1:
-        raise InvalidModelError(
-            f"layer '{layer.name}' ({layer.type}) needs exactly 1 bottom, got {len(xs)}")
-    return xs
-
-
-@converter("InnerProduct", emits=("Flatten", "Gemm", "Reshape"),
+@REGISTRY.register("InnerProduct", emits=("Flatten", "Gemm", "Reshape"),
            doc="Flatten(axis) + Gemm (transB unless transpose)")
 def convert_inner_product(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.inner_product_param
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     axis = canonical_axis(p.axis, len(shape), layer)
     k = int(math.prod(shape[axis:]))

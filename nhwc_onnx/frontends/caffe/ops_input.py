@@ -4,10 +4,10 @@ from __future__ import annotations
 from ...errors import InvalidModelError
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder
-from .registry import converter
+from .registry import REGISTRY
 
 
-@converter("Input", emits=(), doc="graph inputs with input_param shapes")
+@REGISTRY.register("Input", emits=(), doc="graph inputs with input_param shapes")
 def convert_input(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     shapes = [list(s.dim) for s in layer.input_param.shape]
     if shapes and len(shapes) not in (1, len(layer.top)):
@@ -60,7 +60,7 @@ def _preprocessing(layer: pb.LayerParameter) -> dict:
     return info
 
 
-@converter("Data", "ImageData", "MemoryData", "DummyData", "HDF5Data", "WindowData",
+@REGISTRY.register("Data", "ImageData", "MemoryData", "DummyData", "HDF5Data", "WindowData",
            "AnnotatedData", emits=(),
            doc="the first top becomes a graph input; transform_param is recorded")
 def convert_data(b: CaffeBuilder, layer: pb.LayerParameter) -> None:

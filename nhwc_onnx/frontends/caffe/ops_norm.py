@@ -7,18 +7,18 @@ from ...errors import InvalidModelError
 from ...ir import Value
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder, canonical_axis, shape_of
-from .ops_conv import _one_bottom
-from .registry import converter
+from .builder import one_bottom
+from .registry import REGISTRY
 from .weights import BlobSpec
 
 
-@converter("BatchNorm", emits=("BatchNormalization",), converts="when",
+@REGISTRY.register("BatchNorm", emits=("BatchNormalization",), converts="when",
            condition="use_global_stats (the default at test time): batch statistics have no "
                      "dialect form",
            doc="BatchNormalization with stored mean/var divided by the scale factor; "
                "use_global_stats: false normalises with the batch's own statistics")
 def convert_batchnorm(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     if len(shape) < 2:
         raise InvalidModelError(f"layer '{layer.name}' (BatchNorm) needs an input of rank >= 2")
@@ -105,13 +105,13 @@ def _affine(b: CaffeBuilder, layer: pb.LayerParameter, multiply: bool) -> None:
     b.bind(layer, [top])
 
 
-@converter("Scale", emits=("Mul", "Add", "Reshape"), converts="always",
+@REGISTRY.register("Scale", emits=("Mul", "Add", "Reshape"), converts="always",
            doc="Mul by channel-shaped constants (or a second bottom), optional Add")
 def convert_scale(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _affine(b, layer, multiply=True)
 
 
-@converter("Bias", emits=("Add", "Reshape"), converts="always",
+@REGISTRY.register("Bias", emits=("Add", "Reshape"), converts="always",
            doc="Add of a broadcast constant (or a second bottom)")
 def convert_bias(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _affine(b, layer, multiply=False)
@@ -136,7 +136,7 @@ def _batch_statistics(b: CaffeBuilder, layer: pb.LayerParameter, x: Value, shape
     b.bind(layer, [top])
 
 
-@converter("LRN", emits=("Mul", "AveragePool", "Conv", "Add", "Pow", "Div"), converts="never",
+@REGISTRY.register("LRN", emits=("Mul", "AveragePool", "Conv", "Add", "Pow", "Div"), converts="never",
            condition="x / (k + alpha/n * window sum of x^2)^beta divides by a tensor computed "
                      "at run time",
            doc="Local response normalisation as core ops, like ONNX LRN (refused there with "
@@ -146,7 +146,7 @@ def convert_lrn(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     banded 0/1 weight, exactly as the ONNX converter builds it; WITHIN_CHANNEL: Caffe's average
     pool of squares (kernel n, pad (n-1)/2, divisor n^2). Then (k + alpha/n * sum)^beta and a
     division, the core ops ONNX LRN becomes."""
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     if len(shape) != 4:
         raise InvalidModelError(f"layer '{layer.name}' (LRN) needs a 4-D input")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...errors import InvalidModelError
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder, shape_of
-from .registry import converter
+from .registry import REGISTRY
 
 
 def _check_upsample(layer: pb.LayerParameter) -> str | None:
@@ -13,7 +13,7 @@ def _check_upsample(layer: pb.LayerParameter) -> str | None:
     return None
 
 
-@converter("Upsample", check=_check_upsample, emits=("Resize",), converts="when",
+@REGISTRY.register("Upsample", check=_check_upsample, emits=("Resize",), converts="when",
            condition="no mask bottom (max-unpooling)",
            doc="Resize nearest (asymmetric, floor) by integer factors")
 def convert_upsample(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
@@ -60,7 +60,7 @@ def _interp_size(size: int, p: pb.InterpParameter) -> int:
     return 0
 
 
-@converter("Interp", check=_check_interp, emits=("Resize",), converts="when",
+@REGISTRY.register("Interp", check=_check_interp, emits=("Resize",), converts="when",
            condition="the output keeps the input's size (align_corners bilinear resizing has "
                      "no dialect form)",
            doc="Resize linear with align_corners (DeepLab Interp)")

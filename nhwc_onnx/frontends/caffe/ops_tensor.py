@@ -10,15 +10,15 @@ import numpy as np
 from ...errors import InvalidModelError
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder, canonical_axis, shape_of
-from .ops_conv import _one_bottom
-from .registry import converter
+from .builder import one_bottom
+from .registry import REGISTRY
 
 
 def _bad(layer: pb.LayerParameter, message: str) -> InvalidModelError:
     return InvalidModelError(f"layer '{layer.name}' ({layer.type}): {message}")
 
 
-@converter("Eltwise", emits=("Mul", "Add", "Max"), converts="always",
+@REGISTRY.register("Eltwise", emits=("Mul", "Add", "Max"), converts="always",
            doc="SUM (with coefficients) as Mul/Add, PROD as Mul, MAX as Max")
 def convert_eltwise(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.eltwise_param
@@ -49,7 +49,7 @@ def convert_eltwise(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Axpy", emits=("Mul", "Add"), converts="always",
+@REGISTRY.register("Axpy", emits=("Mul", "Add"), converts="always",
            doc="a * x + y with a of shape (N, C, 1, 1) (SENet forks)")
 def convert_axpy(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     xs = b.bottoms(layer)
@@ -65,7 +65,7 @@ def convert_axpy(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Concat", emits=("Concat", "Identity"),
+@REGISTRY.register("Concat", emits=("Concat", "Identity"),
            doc="Concat along axis (or the legacy concat_dim)")
 def convert_concat(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.concat_param
@@ -88,10 +88,10 @@ def convert_concat(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Slice", emits=("Split", "Identity"), doc="Split at slice_point (or into equal parts)")
+@REGISTRY.register("Slice", emits=("Split", "Identity"), doc="Split at slice_point (or into equal parts)")
 def convert_slice(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.slice_param
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     axis = p.slice_dim if p.HasField("slice_dim") else p.axis
     axis = canonical_axis(axis, len(shape), layer)
@@ -117,9 +117,9 @@ def convert_slice(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, outs)
 
 
-@converter("Split", emits=("Identity",), doc="Identity copies, one per top")
+@REGISTRY.register("Split", emits=("Identity",), doc="Identity copies, one per top")
 def convert_split(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     outs = [b.top_value(layer, i, shape_of(x)) for i in range(len(layer.top))]
     for i, out in enumerate(outs):
         if i == 0:
@@ -129,14 +129,14 @@ def convert_split(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, outs)
 
 
-@converter("Silence", emits=(), doc="consumes its bottoms, produces nothing")
+@REGISTRY.register("Silence", emits=(), doc="consumes its bottoms, produces nothing")
 def convert_silence(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bottoms(layer)
 
 
-@converter("Softmax", emits=("Softmax",), doc="Softmax along axis")
+@REGISTRY.register("Softmax", emits=("Softmax",), doc="Softmax along axis")
 def convert_softmax(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     axis = canonical_axis(layer.softmax_param.axis, len(shape), layer)
     top = b.top_value(layer, 0, shape)
@@ -150,11 +150,11 @@ def _reshape_to(b: CaffeBuilder, layer: pb.LayerParameter, x, out_shape) -> None
     b.bind(layer, [top])
 
 
-@converter("Flatten", emits=("Flatten", "Reshape"),
+@REGISTRY.register("Flatten", emits=("Flatten", "Reshape"),
            doc="Flatten (axis 1 to the end) or an equivalent static Reshape")
 def convert_flatten(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.flatten_param
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     rank = len(shape)
     start = canonical_axis(p.axis, rank, layer)
@@ -208,16 +208,16 @@ def caffe_reshape(shape: tuple[int, ...], p: pb.ReshapeParameter, layer) -> tupl
     return tuple(out)
 
 
-@converter("Reshape", emits=("Reshape",), doc="Reshape to the static shape Caffe computes")
+@REGISTRY.register("Reshape", emits=("Reshape",), doc="Reshape to the static shape Caffe computes")
 def convert_reshape(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     _reshape_to(b, layer, x, caffe_reshape(shape_of(x), layer.reshape_param, layer))
 
 
-@converter("Permute", emits=("Transpose", "Identity"),
+@REGISTRY.register("Permute", emits=("Transpose", "Identity"),
            doc="Transpose (order, missing axes appended)")
 def convert_permute(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     rank = len(shape)
     order = [int(o) for o in layer.permute_param.order]
@@ -232,7 +232,7 @@ def convert_permute(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("Crop", emits=("Slice",), converts="always",
+@REGISTRY.register("Crop", emits=("Slice",), converts="always",
            doc="Slice to the second bottom's size at the given offsets")
 def convert_crop(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.crop_param
@@ -262,10 +262,10 @@ def convert_crop(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@converter("ShuffleChannel", emits=("Reshape", "Transpose"),
+@REGISTRY.register("ShuffleChannel", emits=("Reshape", "Transpose"),
            doc="Reshape (N, g, C/g, H, W) -> Transpose -> Reshape")
 def convert_shuffle_channel(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
-    (x,) = _one_bottom(b, layer)
+    (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     if len(shape) != 4:
         raise _bad(layer, f"needs a 4-D input, got {list(shape)}")

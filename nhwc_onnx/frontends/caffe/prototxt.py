@@ -20,7 +20,7 @@ _LAYER_OPENING = re.compile(rb"\blayers?\s*:?\s*\{")
 def read_prototxt(path: str | os.PathLike) -> pb.NetParameter:
     path = os.fspath(path)
     raw = read_regular(path, f"prototxt {path}", _MAX_PROTOTXT_BYTES)
-    # Parsing text protobuf costs ~0.2 ms per layer: count layers before parsing (an upper
+    # Parsing text protobuf is slow per layer: count layers before parsing (an upper
     # bound: a comment or a name may hold the word too).
     check_node_count(len(_LAYER_OPENING.findall(raw)), f"prototxt {path}", "layers")
     if b"\0" in raw:

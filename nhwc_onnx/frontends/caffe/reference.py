@@ -5,15 +5,17 @@ OpenCV runs the net the conversion converted: the TEST-phase layers the requeste
 (``--outputs``), its inputs declared with the shapes fed (``--input-shape``, ``--batch``; a data
 layer's top becomes a declared input, which OpenCV can feed), and the weights the conversion
 used (the .caffemodel, or the seeded ``--weights random`` ones, handed over in memory: no file
-is written). A tensor is fetched by the layer that computes it, and a top of a multi-top layer
-(Slice, Split) through an identity layer added after it, as OpenCV fetches by layer name.
+is written). Every tensor is fetched through an identity layer of a name of its own, added
+right after the layer that computes that version of its blob: OpenCV fetches by layer name,
+and the net's own names do not say which version that is (layers may share a name, OpenCV
+renames a duplicate and names a Convolution after its top, a top of a multi-top layer has
+no layer of its own).
 OpenCV's own log lines are silenced; its errors become one message.
 """
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -39,8 +41,7 @@ class SourceReference:
         self._layers = layers
         self._versions = _version_names(net, layers)
         self._weights: np.ndarray | None = None
-        # (key, cv2 net, layer names) of the last run: samples reuse it
-        self._loaded: tuple[Any, Any, list[str]] | None = None
+        self._loaded = None  # (key, cv2 net) of the last run: samples reuse it
 
     def tensor_names(self) -> set[str]:
         """The converted model's tensor names that ``run`` can fetch."""
@@ -104,17 +105,19 @@ class SourceReference:
         for name, value in feeds.items():
             ref.input.append(name)
             ref.input_shape.add().dim.extend(int(d) for d in value.shape)
-        taken = {layer.name for layer in self._layers}
-        extra: dict[tuple[str, int], str] = {}  # (layer, top) -> identity layer fetching it
+        # no fetcher may take the name of a layer or a blob (OpenCV may name a layer so)
+        taken = {name for layer in self._layers for name in (layer.name, *layer.top)}
+        taken.update(feeds)
+        extra: dict[tuple[int, int], str] = {}  # (layer position, top) -> its fetcher
         for name in fetches:
-            layer, index, tops = self._versions[name]
-            if tops > 1 and (layer, index) not in extra:
+            position, index = self._versions[name][:2]
+            if (position, index) not in extra:
                 fetcher = f"{_FETCH_LAYER}_{len(extra)}"
                 while fetcher in taken:
                     fetcher += "_"
                 taken.add(fetcher)
-                extra[(layer, index)] = fetcher
-        for layer in self._layers:
+                extra[(position, index)] = fetcher
+        for position, layer in enumerate(self._layers):
             if layer.type in SOURCE_LAYERS:
                 continue  # its tops are the net's declared inputs
             copy = ref.layer.add()
@@ -122,20 +125,18 @@ class SourceReference:
             del copy.include[:]
             del copy.exclude[:]
             for index, top in enumerate(layer.top):
-                fetch = extra.get((layer.name, index))
-                if fetch is not None:  # an identity right after the layer: this version
-                    ref.layer.add(name=fetch, type="Split", bottom=[top], top=[fetch])
-        layer_names = []
-        for name in fetches:
-            layer, index, tops = self._versions[name]
-            layer_names.append(extra[(layer, index)] if tops > 1 else layer)
+                fetcher = extra.get((position, index))
+                if fetcher is not None:  # an identity right after the layer: this version
+                    ref.layer.add(name=fetcher, type="Split", bottom=[top], top=[fetcher])
+        layer_names = [extra[self._versions[name][:2]] for name in fetches]
         return text_format.MessageToString(ref).encode(), layer_names
 
 
 def _version_names(net: pb.NetParameter, layers: list[pb.LayerParameter]
                    ) -> dict[str, tuple[str, int, int]]:
-    """Converted tensor name -> (layer, top index, number of tops) for every blob version a
-    layer computes, named as the frontend's builder names them."""
+    """Converted tensor name -> (position of the layer in ``layers``, top index, number of
+    tops) for every blob version a layer computes, named as the frontend's builder names them
+    (``version_base``, then a suffix _1, _2 ... for a name taken, in layer order)."""
     seen: set[str] = set(net.input)
     used: set[str] = set(net.input)
     names: dict[str, tuple[str, int, int]] = {}
@@ -148,7 +149,7 @@ def _version_names(net: pb.NetParameter, layers: list[pb.LayerParameter]
         used.add(name)
         return name
 
-    for layer in layers:
+    for position, layer in enumerate(layers):
         if layer.type in SOURCE_LAYERS:
             tops = list(layer.top) if layer.type == "Input" else list(layer.top[:1])
             for top in tops:
@@ -159,7 +160,7 @@ def _version_names(net: pb.NetParameter, layers: list[pb.LayerParameter]
         bases = [version_base(layer, i, top in layer.bottom or top in seen)
                  for i, top in enumerate(tops)]
         for index, base in enumerate(bases):
-            names[fresh(base)] = (layer.name, index, len(tops))
+            names[fresh(base)] = (position, index, len(tops))
         seen.update(tops)
     return names
 

@@ -139,10 +139,10 @@ def _read_blob(buf: memoryview, span: tuple[int, int]) -> np.ndarray:
     if shape is None:
         shape = legacy if has_legacy else [int(data.size)]
     if any(d < 0 for d in shape):
-        raise InvalidModelError(f"a blob has a negative dimension {shape}")
+        raise ModelLoadError(f"a blob has a negative dimension {shape}")
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    if count != data.size:
-        raise InvalidModelError(
+    if count != data.size:  # bytes that do not decode into weights: unreadable
+        raise ModelLoadError(
             f"a blob declares shape {shape} ({count} values) but stores {data.size} values")
     if len(chunks) == 1 and count:
         # The usual case, one packed array: a view with the final shape (see mapped_array).
@@ -162,8 +162,8 @@ def _read_layer(buf: memoryview, span: tuple[int, int], v1: bool) -> StoredLayer
         elif number == blob_field and wire == _LEN:
             try:
                 layer.blobs.append(_read_blob(buf, value))
-            except InvalidModelError as e:
-                raise InvalidModelError(
+            except ModelLoadError as e:
+                raise ModelLoadError(
                     f"layer '{layer.name}' blob {len(layer.blobs)}: {e}") from None
         elif v1 and number == 1 and wire == _LEN:  # nested V0 layer: name 1, type 2, blobs 50
             for n0, w0, v0 in _fields(buf, *value):
@@ -205,6 +205,8 @@ def read_caffemodel(path: str | os.PathLike) -> list[StoredLayer]:
             f"file, {size} bytes)") from None
     except InvalidModelError as e:  # before ValueError: it is one
         raise InvalidModelError(f"caffemodel {path}: {e}") from None
+    except ModelLoadError as e:  # a blob that does not decode (also a ValueError)
+        raise ModelLoadError(f"caffemodel {path}: {e}") from None
     except ValueError as e:
         raise ModelLoadError(
             f"caffemodel {path} is not a valid binary Caffe model ({e})") from None

@@ -9,7 +9,7 @@ static shapes (folded here only because a core attribute needs the number).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import onnx
@@ -17,6 +17,7 @@ from onnx import numpy_helper
 
 from ...errors import InvalidAttributeError
 from ...ir import CORE, Graph, Node, Value
+from ...schemas import batch_values
 from ..base import Refusal
 
 
@@ -26,7 +27,8 @@ class ImportedGraph(Protocol):
 
     graph: Graph
     used_names: set[str]
-    folder: Any  # its ShapeFolder (folding.py): inferred shapes and element types
+    probe: int | None
+    batch_findings: list
 
     def value(self, name: str) -> Value: ...
 
@@ -96,7 +98,9 @@ class NodeCtx:
             return None
         return self.importer.fold(self.proto.input[index])
 
-    def require_const(self, index: int, what: str) -> np.ndarray:
+    def require_const(self, index: int, what: str, batch_at_0: bool = False) -> np.ndarray:
+        """An input the converter takes as an attribute. ``batch_at_0``: a shape whose entry
+        0 may be the symbolic batch itself (Resize sizes keep it)."""
         if not self.has_input(index):
             raise Refusal(f"input {index} ({what}) is missing")
         value = self.const(index)
@@ -105,7 +109,19 @@ class NodeCtx:
                 f"input '{self.proto.input[index]}' ({what}) must be a constant or computable "
                 "from static shapes, but it depends on runtime data"
             )
+        self._check_batch_value(index, value, what, batch_at_0)
         return value
+
+    def _check_batch_value(self, index: int, value: np.ndarray, what: str,
+                           batch_at_0: bool) -> None:
+        folder, probe = self.importer.folder, self.importer.probe
+        name = self.proto.input[index]
+        meta = folder.batch_tags.get(name) if folder is not None and probe else None
+        if not meta or (batch_at_0 and batch_values.is_the_batch_at_0(
+                meta[batch_values.SLOPE], value, probe)):
+            return
+        self.importer.batch_findings.append(batch_values.attribute_finding(
+            name, meta, value, probe, self.name, self.op, what))
 
     def attr(self, name: str, default: Any = None) -> Any:
         self.read_attrs.add(name)
@@ -130,7 +146,7 @@ class NodeCtx:
         """Whether any node or graph output reads this tensor."""
         return tensor in self.importer.used_names
 
-    def refuse(self, reason: str) -> NoReturn:
+    def refuse(self, reason: str) -> None:
         raise Refusal(reason)
 
     # -- writing ----------------------------------------------------------------------------
@@ -203,7 +219,6 @@ def check_shape_input(ctx: NodeCtx, index: int, what: str, lowest: int) -> None:
     name = ctx.proto.input[index]
     value = ctx.const(index)
     folder = ctx.importer.folder
-    dtype: str | None
     if value is not None:
         dtype = str(value.dtype)
     else:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from ...schemas import batch_values
+
 _NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                "Multinomial", "Bernoulli", "If", "Loop", "Scan"}
 MAX_FOLD_ELEMENTS = 1 << 22  # do not materialise huge tensors just to read a few numbers
@@ -18,9 +20,14 @@ MAX_DEPTH = 400
 
 class ShapeFolder:
     def __init__(self, proto: onnx.ModelProto, consts: dict[str, np.ndarray],
-                 input_shapes: dict[str, tuple], opsets: dict[str, int]):
+                 input_shapes: dict[str, tuple], opsets: dict[str, int],
+                 probe: int | None = None):
         self.consts = consts
         self.opsets = opsets
+        # a symbolic batch's size in this probe conversion: folded values computed from it
+        # carry their slope in N (schemas.batch_values), by tensor name
+        self.probe = probe
+        self.batch_tags: dict[str, dict] = {}
         self.producers: dict[str, onnx.NodeProto] = {
             out: node for node in proto.graph.node for out in node.output if out}
         self.cache: dict[str, np.ndarray | None] = {}
@@ -109,10 +116,14 @@ class ShapeFolder:
             for d in shape:
                 dims.add().dim_value = int(d)
         try:
-            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-            if _data_propagation_is_bounded(inferred.graph):
-                inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False,
-                                                             data_prop=True)
+            inferred = _inferred(model)
+            # onnx's inference keeps a ceil-mode pool's last window that starts past the
+            # input (and its head padding); onnxruntime drops it. Such a pool has the
+            # floor-mode windows: infer it as one (on this copy), once per pool at most.
+            for _ in range(sum(n.op_type in _POOLS for n in model.graph.node)):
+                if not _floor_dropped_ceil_windows(model, inferred.graph):
+                    break
+                inferred = _inferred(model)
         except Exception:  # noqa: BLE001 - inference is a help, not a requirement
             return
         g = inferred.graph
@@ -151,6 +162,8 @@ class ShapeFolder:
         if node.op_type in ("Shape", "Size"):
             result = self._fold_shape_op(node)
             self.cache[name] = result
+            if result is not None and self.probe is not None:
+                self._tag_shape_op(node)
             return result
         feeds = {}
         for inp in node.input:
@@ -169,7 +182,48 @@ class ShapeFolder:
         for out, value in zip(node.output, results or [None] * len(node.output)):
             if out:
                 self.cache[out] = value
+        if results is not None and self.probe is not None:
+            self._tag(node, feeds, results)
         return self.cache.get(name)
+
+    # -- values computed from a symbolic batch's size -------------------------------------------
+    def _tag_shape_op(self, node: onnx.NodeProto) -> None:
+        if node.input[0] in self.consts:
+            return
+        shape = self.static_shape(node.input[0])
+        slopes = batch_values.shape_slopes(shape, self.probe, node.op_type)
+        if slopes is not None and node.op_type == "Shape":
+            attrs = {a.name: a.i for a in node.attribute}
+            slopes = slopes[slice(attrs.get("start", 0), attrs.get("end", len(shape)))]
+        self.batch_tags[node.output[0]] = batch_values.tags(slopes, [],
+                                                            (node.name, node.op_type))
+
+    def _tag(self, node: onnx.NodeProto, feeds: dict, results: list) -> None:
+        metas = [self.batch_tags.get(i, {}) for i in node.input]
+        if not any(metas):
+            return
+        arrays = [feeds.get(i) if i else None for i in node.input]
+        cast = ""
+        if node.op_type == "Cast":
+            to = next((a.i for a in node.attribute if a.name == "to"), 0)
+            cast = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(to)).kind
+        names = list(node.input)
+
+        def evaluate(inputs: list) -> list:
+            feeds = {n: np.asarray(a) for n, a in zip(names, inputs) if n}
+            found = self._evaluate(node, feeds)
+            if found is None:
+                raise ValueError("not evaluable")
+            return [np.asarray(f) for f in found if f is not None]
+
+        ins = batch_values.Inputs(
+            node.op_type, arrays, [m.get(batch_values.SLOPE) for m in metas], evaluate,
+            () if node.op_type == "Concat" else tuple(range(1, len(names))), cast,
+            whole=len(arrays) == 1 and np.ndim(arrays[0]) == 1)
+        outs = [r for r in results if r is not None]
+        for out, slope in zip([o for o in node.output if o],
+                              batch_values.propagate(ins, outs, self.probe)):
+            self.batch_tags[out] = batch_values.tags(slope, metas, (node.name, node.op_type))
 
     def _fold_shape_op(self, node: onnx.NodeProto) -> np.ndarray | None:
         if not node.input or not node.input[0]:
@@ -201,6 +255,53 @@ class ShapeFolder:
             return None
         full = iter(results)
         return [next(full) if n else None for n in node.output]
+
+
+_POOLS = ("MaxPool", "AveragePool", "LpPool")
+
+
+def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    if _data_propagation_is_bounded(inferred.graph):
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    return inferred
+
+
+def _floor_dropped_ceil_windows(model: onnx.ModelProto, inferred: onnx.GraphProto) -> bool:
+    """Set ceil_mode 0 on the pools of ``model`` whose ceil-mode last window starts past the
+    input and its head padding (onnxruntime drops that window: the floor-mode windows
+    remain). True when a pool changed."""
+    shapes = {}
+    for info in list(inferred.value_info) + list(inferred.input):
+        dims = info.type.tensor_type.shape.dim
+        shapes[info.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    changed = False
+    for node in model.graph.node:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type not in _POOLS or not attrs.get("ceil_mode") or \
+                attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            continue
+        shape = shapes.get(node.input[0]) if node.input else None
+        kernel = list(attrs.get("kernel_shape", []))
+        if not shape or not kernel or any(d is None for d in shape[2:]):
+            continue
+        n = len(kernel)
+        strides = list(attrs.get("strides", [1] * n))
+        dilations = list(attrs.get("dilations", [1] * n))
+        pads = list(attrs.get("pads", [0] * 2 * n))
+        for i, size in enumerate(shape[2:2 + n]):
+            span = (kernel[i] - 1) * dilations[i] + 1
+            padded = size + pads[i] + pads[i + n]
+            if padded < span:
+                break
+            count = -(-(padded - span) // strides[i]) + 1
+            if (padded - span) % strides[i] and (count - 1) * strides[i] >= size + pads[i]:
+                for a in node.attribute:
+                    if a.name == "ceil_mode":
+                        a.i = 0
+                changed = True
+                break
+    return changed
 
 
 def _data_propagation_is_bounded(graph: onnx.GraphProto) -> bool:
@@ -258,10 +359,14 @@ def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
     g.value_info.extend(src.value_info)
     g.sparse_initializer.extend(src.sparse_initializer)
     declared = {i.name for i in src.input}
+    # Before IR 4 ONNX inference types an initializer only through a graph input of its name;
+    # old exporters left weights out of the inputs (onnxruntime runs such files): list them.
+    undeclared_typed = proto.ir_version < 4
     for tensor in src.initializer:
-        if int(np.prod(tensor.dims, dtype=np.int64)) <= SKELETON_MAX_ELEMENTS:
+        small = int(np.prod(tensor.dims, dtype=np.int64)) <= SKELETON_MAX_ELEMENTS
+        if small:
             g.initializer.append(tensor)
-        elif tensor.name not in declared:
+        if tensor.name not in declared and (not small or undeclared_typed):
             g.input.append(onnx.helper.make_tensor_value_info(
                 tensor.name, tensor.data_type, list(tensor.dims)))
     return model

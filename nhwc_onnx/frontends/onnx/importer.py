@@ -51,6 +51,10 @@ class OnnxImporter:
         self.folder: ShapeFolder | None = None
         self.used_names: set[str] = set()
         self.tensor_names: set[str] = set()  # every tensor of the graph, once outputs are chosen
+        # a symbolic batch's size in this probe conversion (None: the batch is fixed), and the
+        # nodes that take a number computed from it as an attribute (schemas.batch_values)
+        self.probe = options.batch_probe if options.batch is None else None
+        self.batch_findings: list = []
 
     # -- values -----------------------------------------------------------------------------
     def value(self, name: str) -> Value:
@@ -87,9 +91,8 @@ class OnnxImporter:
         names = node_names(order)
         check_arity(order, names, self.opsets.get("", 0))  # ONNX inference reads them all
         self.used_names = {i for n in selected for i in n.input if i} | set(self._output_names())
-        self.folder = ShapeFolder(self.proto, self.consts, {v.name: v.shape for v in inputs
-                                                             if v.shape is not None},
-                                  self.opsets)
+        self.folder = ShapeFolder(self.proto, self.consts, {v.name: v.shape for v in inputs},
+                                  self.opsets, self.probe)
         self._make_values(g, order, inputs)
         refused = self._convert(selected, names)
         self.graph.outputs = [self.value(n) for n in self._output_names()]
@@ -105,6 +108,7 @@ class OnnxImporter:
         for node in selected:
             model.source_op_counts[node.op_type] = model.source_op_counts.get(node.op_type, 0) + 1
         model.refused = refused
+        model.batch_findings = list(self.batch_findings)
         return model
 
     def _output_names(self) -> list[str]:
@@ -188,10 +192,9 @@ class OnnxImporter:
         unknown = [i for i, d in enumerate(shape) if d is None]
         if unknown:
             raise InvalidModelError(unknown_dims_message(name, declared, override, unknown))
-        sizes = [d for d in shape if d is not None]  # all of them (refused above otherwise)
-        if any(d < 0 for d in sizes):
+        if any(d < 0 for d in shape):
             raise InvalidModelError(f"input '{name}' has a negative dimension: {_fmt(shape)}")
-        count = int(np.prod([max(d, 1) for d in sizes], dtype=np.float64))
+        count = int(np.prod([max(d, 1) for d in shape], dtype=np.float64))
         if count > MAX_ELEMENTS:
             raise InvalidModelError(
                 f"input '{name}' shape {_fmt(shape)} has {count} elements; refused as absurd")

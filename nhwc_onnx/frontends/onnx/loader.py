@@ -73,7 +73,7 @@ def _view_lifted(model: onnx.ModelProto, data, lifted, external: dict, label: st
         dims = tuple(int(d) for d in tensor.dims)
         count = int(np.prod(dims, dtype=np.int64)) if dims else 1
         if any(d < 0 for d in dims) or count * dtype.itemsize != length:
-            raise InvalidModelError(
+            raise ModelLoadError(
                 f"malformed tensor data: initializer '{tensor.name}' of '{label}' declares dims "
                 f"{list(dims)} but stores {length // dtype.itemsize} element(s)")
         view = mapped_array(data, dtype.newbyteorder("<"), count, offset, dims)

@@ -74,7 +74,9 @@ def softsign(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     ctx.emit("Div", [x, denom])
 
 
-@REGISTRY.register("Clip", emits=("Clip",))
+@REGISTRY.register("Clip", emits=("Clip",),
+                   condition="the bounds are constant (attributes before opset 11; inputs "
+                   "given by initializers or computed from static shapes after)")
 def clip(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """Clip: bounds from attributes (before opset 11) or constant inputs."""
     if ctx.version < 11:

@@ -77,7 +77,7 @@ def resize(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     if mode == "nearest" and nearest not in _NEAREST_MODES:
         ctx.refuse(f"nearest_mode '{nearest}' is not supported ({', '.join(_NEAREST_MODES)} are)")
     scales = ctx.require_const(2, "scales") if ctx.has_input(2) else None
-    sizes = ctx.require_const(3, "sizes") if ctx.has_input(3) else None
+    sizes = ctx.require_const(3, "sizes", batch_at_0=True) if ctx.has_input(3) else None
     if scales is not None and scales.size == 0:
         scales = None
     if sizes is not None and sizes.size == 0:

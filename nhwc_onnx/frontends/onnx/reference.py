@@ -39,7 +39,9 @@ class SourceReference:
             self._session = None  # free the previous session before building the next
             model = self._cut(feeds, fetches)
             options = ort.SessionOptions()
-            options.log_severity_level = 3
+            # fatal only: onnxruntime's own log lines (colours, raw node names) never reach the
+            # terminal; its error comes back as an exception, said in our words
+            options.log_severity_level = 4
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
             try:
                 session = ort.InferenceSession(model.SerializeToString(), options,
@@ -51,7 +53,9 @@ class SourceReference:
             self._session = (key, session)
         session = self._session[1]
         try:
-            results = session.run(list(fetches), feeds)
+            quiet = ort.RunOptions()
+            quiet.log_severity_level = 4
+            results = session.run(list(fetches), feeds, quiet)
         except Exception as exc:
             raise SourceRuntimeError(f"onnxruntime failed running the source '{self.path}' "
                                      f"({_first_line(exc)})") from exc
@@ -139,4 +143,5 @@ def _declared_shape(value_info) -> tuple | None:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    # split at newlines only: a node name the message quotes may hold a carriage return
+    return text.split("\n", 1)[0].strip() if text else type(exc).__name__

@@ -5,7 +5,7 @@ import heapq
 
 import onnx
 
-from ...errors import InvalidModelError
+from ...errors import InvalidModelError, ModelLoadError
 
 MAX_OPSET = 1 << 16  # ONNX is at opset 2x; anything near 2^31 is a corrupt varint
 
@@ -189,7 +189,8 @@ def _stored_elements(t: onnx.TensorProto) -> int | None:
 
 
 def check_tensor_sizes(g: onnx.GraphProto) -> None:
-    """Every stored tensor (initializer or Constant value) holds what its dims declare.
+    """Every stored tensor (initializer or Constant value) holds what its dims declare;
+    ModelLoadError otherwise (the bytes do not decode into a model: exit 2).
 
     Checked before ONNX's own shape inference, which trusts the dims and can grow without
     bound on a tensor that declares 2^40 elements but stores one.
@@ -212,4 +213,4 @@ def check_tensor_sizes(g: onnx.GraphProto) -> None:
             bad.append(f"{where} declares dims {list(t.dims)} but stores {stored} element(s)")
     if bad:
         shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
-        raise InvalidModelError(f"malformed tensor data: {shown}")
+        raise ModelLoadError(f"malformed tensor data: {shown}")  # bytes, not a model

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...errors import InvalidModelError
 from ...ir import CORE, Graph, Node, Value
-from ...schemas import CORE_OPS
+from ...schemas import CORE_OPS, batch_values
 from ...schemas.core import infer_dtypes
 from ..base import Refusal
 from . import shapes
@@ -28,19 +28,17 @@ class TFContext:
         self.options = options
         self.values: dict[Ref, Value] = {}
         self.known: dict[int, np.ndarray] = {}  # id(value) -> small int value computed here
-        self._node: TFNode | None = None
+        # a symbolic batch's size in this probe conversion: known values computed from it are
+        # tagged (schemas.batch_values), and those taken as attributes are findings
+        self.probe: int | None = options.batch_probe if options.batch is None else None
+        self.batch_findings: list = []
+        self.node: TFNode | None = None
         self._own_name_free = False
 
     # -- the current node ---------------------------------------------------------------------
     def begin(self, node: TFNode) -> None:
-        self._node = node
+        self.node = node
         self._own_name_free = True
-
-    @property
-    def node(self) -> TFNode:
-        """The node being converted (the ops below are only called while one is)."""
-        assert self._node is not None, "no TensorFlow node is being converted"
-        return self._node
 
     @property
     def name(self) -> str:
@@ -76,6 +74,12 @@ class TFContext:
         value = self.const(index)
         if value is None:
             raise Refusal(f"{what} (input {index}) must be a constant")
+        if self.probe is not None:
+            given = self.input(index)
+            finding = batch_values.attribute_finding(given.name, given.meta, value, self.probe,
+                                                     self.name, self.node.op, what)
+            if finding is not None:
+                self.batch_findings.append(finding)
         return value
 
     def need_scalar(self, index: int, what: str) -> np.ndarray:
@@ -183,6 +187,21 @@ class TFContext:
                 for v, arr in zip(node.outputs, outs):
                     self.known[id(v)] = arr
                     v.shape = tuple(arr.shape)
+        if self.probe is not None:
+            self._tag_batch_values(node)
+
+    def _tag_batch_values(self, node: Node) -> None:
+        """Known values computed from the batch's size carry their slope in N."""
+        outs = [self.known.get(id(v)) for v in node.outputs]
+        if any(a is None for a in outs):
+            return
+        here = (node.name, node.doc or node.op)
+        for v, tag in zip(node.outputs, batch_values.tag_folded(node, outs, self.probe,
+                                                                 self.value_of)):
+            # said by the TensorFlow node's name, not that of a helper node it emitted
+            v.meta.update({k: (self.name, self.node.op)
+                           if k != batch_values.SLOPE and w == here else w
+                           for k, w in tag.items()})
 
     def _layout(self, node: Node) -> str | None:
         """Spatial ops say their layout; ops that keep the axes of their input keep its layout;

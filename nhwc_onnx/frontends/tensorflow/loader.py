@@ -52,26 +52,53 @@ def convert_graphdef(graph_def, options: ConvertOptions, source_file: str,
     def stand_in(node: TFNode) -> None:
         leave_stand_in(graph, node.name, node.op, (ctx.values.get(r) for r in node.inputs))
 
+    # Outputs of refused nodes and of the nodes converted downstream of one: a node reading
+    # one is blocked (converted only on stand-ins, its own refusals not listed).
+    after_refusal: set[Ref] = set()
+
+    def blocked(node: TFNode) -> bool:
+        return any(ref not in ctx.values or ref in after_refusal for ref in node.inputs)
+
+    def convert_blocked(converter: Converter, node: TFNode) -> None:
+        _convert_on_stand_ins(ctx, converter, node, after_refusal)
+
     refused = convert_nodes(
         [n for n in prepared.order if n.name not in input_nodes], REGISTRY, FRAMEWORK,
         lambda node: (node.name, node.op), lambda converter, node: _convert(ctx, converter, node),
-        # downstream of a node that could not be converted
-        blocked=lambda node: any(ref not in ctx.values for ref in node.inputs),
-        not_converted=stand_in if keep_going else None, keep_going=graph if keep_going else None)
+        blocked=blocked, not_converted=stand_in if keep_going else None,
+        keep_going=graph if keep_going else None, convert_blocked=convert_blocked)
     _set_outputs(ctx, prepared.outputs, {n.name: n.op for n in prepared.order}, bool(refused))
     graph.toposort()
     model = Model(graph, {"source_framework": FRAMEWORK, "source_file": source_file})
     for node in prepared.order:
         model.source_op_counts[node.op] = model.source_op_counts.get(node.op, 0) + 1
     model.refused = refused
+    model.batch_findings = list(ctx.batch_findings)
     return model
 
 
-def _convert(ctx: TFContext, converter: Converter, node: TFNode) -> None:
+def _convert(ctx: TFContext, converter: Converter, node: TFNode) -> int:
+    """Convert one node; returns how many outputs it made."""
     ctx.begin(node)
+    count = 0
     for i, value in enumerate(converter.fn(ctx, node)):
         value.meta.setdefault("source_name", f"{node.name}:{i}")
         ctx.values[(node.name, i)] = value
+        count = i + 1
+    return count
+
+
+def _convert_on_stand_ins(ctx: TFContext, converter: Converter, node: TFNode,
+                          after_refusal: set[Ref]) -> None:
+    """Convert a node downstream of a refusal: what a refused node should have made is a value
+    no node produces and of unknown shape (the passes then judge the core ops that read it, as
+    for an ONNX graph); its outputs are downstream of the refusal too."""
+    for ref in node.inputs:
+        if ref not in ctx.values:
+            ctx.values[ref] = Value(ref_name(ref), str(node.attrs.dtype("T", "float32")))
+            after_refusal.add(ref)
+    made = _convert(ctx, converter, node)
+    after_refusal.update((node.name, i) for i in range(made))
 
 
 def _graph_layout(order: list[TFNode]) -> str:

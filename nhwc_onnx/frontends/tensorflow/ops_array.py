@@ -7,6 +7,7 @@ import numpy as np
 
 from ...errors import InvalidModelError
 from ...ir import Value
+from ...schemas import batch_values
 from .context import Refusal, TFContext
 from .registry import REGISTRY
 from .tfnodes import TFNode
@@ -19,7 +20,7 @@ def int64_input(ctx: TFContext, index: int, suffix: str) -> Value:
     """Input ``index`` as an int64 tensor (a new constant when known, else a Cast)."""
     known = ctx.const(index)
     if known is not None:
-        return ctx.int64(known, suffix)
+        return batch_values.copy_tags(ctx.input(index), ctx.int64(known, suffix))
     value = ctx.input(index)
     if value.dtype == "int64":
         return value

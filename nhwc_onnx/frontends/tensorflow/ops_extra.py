@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Value
+from ...schemas import batch_values
 from .context import Refusal, TFContext
 from .ops_array import int64_input
 from .registry import REGISTRY
@@ -71,7 +72,11 @@ def convert_floor_div_mod(ctx: TFContext, node: TFNode) -> list[Value]:
         if np.any(np.asarray(vb) == 0):
             raise Refusal("integer division by zero")
         fn = np.floor_divide if node.op == "FloorDiv" else np.mod
-        return [ctx.graph.constant(fn(va, vb).astype(a.dtype), ctx.own_name())]
+        result = ctx.graph.constant(fn(va, vb).astype(a.dtype), ctx.own_name())
+        if ctx.probe is not None:
+            batch_values.tag_quotient(result, a, b, va, vb, ctx.probe, node.op == "FloorMod",
+                                      (ctx.name, node.op))
+        return [result]
     if node.op == "FloorDiv":
         quotient = ctx.emit1("Div", [a, b], suffix="div")
         return [ctx.emit1("Floor", [quotient])]

@@ -92,6 +92,18 @@ def read_graphdef(path: str | os.PathLike) -> tuple[tf_graph_pb2.GraphDef, objec
     """Parse ``path`` as a GraphDef: text when the suffix says so or binary parsing fails on
     printable text, binary otherwise. Returns (graph, buffer the external weights live in)."""
     path = os.fspath(path)
+    try:
+        return _read_graphdef(path)
+    except ModelLoadError:
+        name = os.path.basename(path)
+        if name.lower() not in ("saved_model.pb", "saved_model.pbtxt"):
+            raise
+        folder = os.path.dirname(path) or "."
+        raise ModelLoadError(f"{path}: not a GraphDef but, by its name, the graph of a "
+                             f"SavedModel: convert the SavedModel folder '{folder}'") from None
+
+
+def _read_graphdef(path: str) -> tuple[tf_graph_pb2.GraphDef, object]:
     data = _read_bytes(path)
     check_loadable(data, path)
     if path.lower().endswith(TEXT_SUFFIXES):

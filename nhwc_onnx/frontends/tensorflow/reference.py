@@ -114,12 +114,6 @@ def is_graphdef_file(path: str) -> bool:
     return not os.path.isdir(path) and not str(path).lower().endswith(KERAS_SUFFIXES)
 
 
-def run_tensorflow(path: str, feeds: Mapping[str, np.ndarray], fetches: Sequence[str],
-                   signature: str = "serving_default") -> dict:
-    """Run the source once (see ``SourceReference``)."""
-    return SourceReference(path, ConvertOptions(signature=signature)).run(feeds, fetches)
-
-
 def tensorflow_graph_def(path: str, signature: str = "serving_default"):
     """TensorFlow's own GraphDef of the source: parsed by TensorFlow from the file's bytes for a
     .pb/.pbtxt, frozen by TensorFlow for a Keras file or SavedModel (never the converter's
@@ -238,6 +232,6 @@ def _callable_reference(tf, path: str, signature: str) -> _CallableReference:
             function, owner = savedmodel._keras_function(tf, path)
 
             def call(xs):
-                return owner(xs[0] if len(xs) == 1 else list(xs), training=False)
+                return owner(savedmodel.keras_inputs(owner, xs), training=False)
 
         return _CallableReference(tf, function, call, owner)

@@ -119,12 +119,24 @@ def _keras_function(tf, path: str):
                            and names.count(name) == 1 else
                            f"input_{i}" if len(model.inputs) > 1 else "input")
              for i, (t, name) in enumerate(zip(model.inputs, names))]
-    single = len(specs) == 1
 
     def call(*xs):
-        return model(xs[0] if single else list(xs), training=False)
+        return model(keras_inputs(model, xs), training=False)
 
     return tf.function(call).get_concrete_function(*specs), model
+
+
+def keras_inputs(model, flat) -> object:
+    """The flat input tensors (in the order of ``model.inputs``) in the structure the model
+    takes (one tensor, a list, a dict by input name): Keras warns, or fails, on another."""
+    import keras
+
+    flat = list(flat)
+    try:
+        structure = model.input
+    except (AttributeError, ValueError):  # a subclassed model: no declared structure
+        return flat[0] if len(flat) == 1 else flat
+    return keras.tree.pack_sequence_as(structure, flat)
 
 
 def _first_line(exc: Exception) -> str:

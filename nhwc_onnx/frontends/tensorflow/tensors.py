@@ -86,8 +86,8 @@ def tensor_to_numpy(tensor, what: str = "tensor", buffer=None) -> np.ndarray:
         return _external(tensor, what, buffer, dtype, shape, count)
     content = tensor.tensor_content
     if content:
-        if len(content) != count * dtype.itemsize:
-            raise InvalidModelError(
+        if len(content) != count * dtype.itemsize:  # bytes that do not decode: unreadable
+            raise ModelLoadError(
                 f"{what}: tensor_content holds {len(content)} bytes, shape {list(shape)} of "
                 f"{dtype} needs {count * dtype.itemsize}"
             )
@@ -110,7 +110,7 @@ def tensor_to_numpy(tensor, what: str = "tensor", buffer=None) -> np.ndarray:
     if n == 0:
         return np.zeros(shape, dtype)
     if n > count:
-        raise InvalidModelError(f"{what} lists {n} values for shape {list(shape)}")
+        raise ModelLoadError(f"{what} lists {n} values for shape {list(shape)}")
     # TensorFlow's rule: the last listed value fills the rest of the tensor.
     try:
         out = np.empty(count, dtype)
@@ -124,9 +124,9 @@ def tensor_to_numpy(tensor, what: str = "tensor", buffer=None) -> np.ndarray:
 def _external(tensor, what: str, buffer, dtype: np.dtype, shape: tuple, count: int) -> np.ndarray:
     offset, length = tensor.external_offset, tensor.external_length
     if buffer is None or offset + length > len(buffer):
-        raise InvalidModelError(f"{what}: tensor data lies outside the file")
+        raise ModelLoadError(f"{what}: tensor data lies outside the file")
     if length != count * dtype.itemsize:
-        raise InvalidModelError(
+        raise ModelLoadError(
             f"{what}: tensor_content holds {length} bytes, shape {list(shape)} of {dtype} "
             f"needs {count * dtype.itemsize}"
         )

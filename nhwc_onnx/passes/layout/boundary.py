@@ -24,6 +24,21 @@ def _perm_of(node: Node) -> list[int] | None:
     return None if perm is None else [int(a) for a in perm]
 
 
+def _permutes(node: Node, perm: list[int]) -> bool:
+    """Whether ``node`` is a Transpose by ``perm``, or a Reshape that computes the same: one
+    that only moves size-1 axes (tf2onnx writes the NHWC -> NCHW Transpose of a one-channel
+    input as Reshape (N, H, W, 1) -> (N, 1, H, W))."""
+    if node.op == "Transpose":
+        return _perm_of(node) == perm
+    if node.op != "Reshape" or not node.inputs:
+        return False
+    src, out = node.inputs[0].shape, node.outputs[0].shape
+    if src is None or out is None or len(src) != len(perm):
+        return False
+    moved = [a for a in perm if src[a] != 1]
+    return tuple(out) == tuple(src[a] for a in perm) and moved == sorted(moved)
+
+
 def keep_layout_names(model: Model, ctx: PassContext) -> set[str]:
     """Graph input/output names (any of ``public_names``) listed in option ``keep_layout``.
 
@@ -71,8 +86,7 @@ def seed_inputs(state: LayoutWalk, model: Model, keep: set[str]) -> list[Value]:
             state.ctx.record("layout", v.name, "graph input kept in source axis order "
                              "(--keep-layout)", perm=list(identity(rank)))
             continue
-        if uses and all(n.op == "Transpose" and _perm_of(n) == channels_first_perm(rank)
-                        for n, _ in uses):
+        if uses and all(_permutes(n, channels_first_perm(rank)) for n, _ in uses):
             v.layout = NHWC
             state.ctx.record("layout", v.name, "graph input is NHWC at the source (only read by "
                              "a Transpose to NCHW, which disappears)", perm=list(identity(rank)))

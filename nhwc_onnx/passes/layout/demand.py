@@ -86,8 +86,12 @@ class _Search:
         if node.op in ("Reshape", "Flatten"):
             return self._before_reshape(node) if index == 0 else None
         if is_spatial(node.op):
-            if index != 0 or node.attrs.get("data_format", "NCHW") != "NCHW":
+            if index != 0:
                 return None
+            if node.attrs.get("data_format", "NCHW") != "NCHW":
+                # an NHWC source op (TensorFlow's default) reads its input as the source
+                # wrote it: a preference for NHWC storage would permute a TF map
+                return identity(rank)
             return self._before_spatial(node)
         if _follows(self.state, node.op):
             if len(state.src_shape(node.outputs[0])) != rank:
@@ -123,8 +127,14 @@ class _Search:
         out = node.outputs[0]
         src_out = state.src_shape(out)
         after = self.wanted(out)
-        # When no reader decides: what the Reshape rule prefers for its result.
-        choices = [after] if after is not None else reshape_preference(len(src_out))
+        # When no reader decides: what the Reshape rule prefers for its result (in a
+        # channels-last source, the source order: its rank-4 maps are NHWC already).
+        if after is not None:
+            choices = [after]
+        elif state.channels_first:
+            choices = reshape_preference(len(src_out))
+        else:
+            choices = [identity(len(src_out))]
         for choice in choices:
             before = reshape_layout(src_out, choice, src_in, [])
             if before is not None:

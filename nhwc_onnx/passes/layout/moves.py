@@ -215,7 +215,7 @@ def _flatten_into_dense(state: LayoutWalk, node: Node, src_in, sigma, src_out) -
         weight = user.inputs[1].const
         rows_last = user.op == "Gemm" and user.attrs.get("transB", 0)
         # The same permutation as flatten_row_order, as one transposing copy (a gather with an
-        # index array is several times slower on a 400 MB VGG weight).
+        # index array is several times slower on large weights).
         if rows_last:  # (M, K)
             m = weight.shape[0]
             new = np.ascontiguousarray(

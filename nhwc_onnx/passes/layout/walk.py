@@ -80,6 +80,9 @@ class LayoutWalk:
         self.settled: set[int] = set()  # nodes a rule already rewrote ahead of the walk
         # Graph outputs the boundary contract wants in a given layout (NHWC images).
         self.output_layouts: dict[int, Perm] = {}
+        # Whether rank-4 tensors follow the NCHW convention (``boundary.channels_first_model``):
+        # in a channels-last source (TensorFlow's NHWC) the source order is the image order.
+        self.channels_first = True
         for v in self.graph.values():
             if v.shape is not None:
                 self.src[id(v)] = tuple(v.shape)

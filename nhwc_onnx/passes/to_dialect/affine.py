@@ -159,8 +159,8 @@ def scaled_weight(w: np.ndarray, grid: np.ndarray) -> np.ndarray:
         return np.multiply(w, grid32, dtype=np.float32)
     out = np.empty(np.broadcast_shapes(np.shape(w), np.shape(grid)), np.float32)
     # numpy runs the float64 loop over a few thousand elements at a time in its own small
-    # buffers and rounds each result into ``out`` (ResNet-50's weights: 72 -> 52 ms against a
-    # loop over 4 MB float64 chunks; the buffers stay in cache).
+    # buffers and rounds each result into ``out``, faster than a loop over float64 chunks: the
+    # buffers stay in cache (docs/benchmarks.md, "Measured choices in the code").
     np.multiply(w, grid, out=out, dtype=np.float64, casting="same_kind")
     return out
 

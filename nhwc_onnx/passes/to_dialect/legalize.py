@@ -4,7 +4,7 @@ Every rewrite here is exact in float32 up to the rounding of one operation (nega
 exact; ``a - b`` is ``a + (-b)`` bit for bit). Division by a constant ``c`` becomes a
 multiplication by ``1/c``: bit for bit equal when every divisor is a power of two, otherwise
 equal up to rounding (``1/c`` is rounded once more, so results may differ by one float32
-rounding step, relative 6e-8), which is the standard DIALECT.md sets for legalisation; the
+rounding step, relative 6e-8), which is the standard docs/rounding.md sets for legalisation; the
 report records which case applied.
 
 The ``Legalize`` pass (``lower.py``) runs these for the ops ``op_table`` gives them to; whatever

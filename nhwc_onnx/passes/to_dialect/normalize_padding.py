@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import CORE, Graph, Node, Value
+from ...schemas import batch_values
 from ...schemas.base import attr
 from . import padding_math as pm
 from . import rounding
@@ -28,6 +29,8 @@ from ..base import Pass, PassContext, PassResult
 from .op_table import windowed_ops
 from ..rewrite import append_after, const, dims, emit, int_pair, present, refuse, sole_consumer
 from .value_range import is_nonnegative
+
+BATCH_REMEDY = batch_values.REMEDY
 
 _KINDS = windowed_ops()  # op -> window kind, as op_table declares
 
@@ -89,7 +92,7 @@ class NormalizePadding(Pass):
             except pm.WindowTooLarge as exc:
                 why = str(exc)
             if why:
-                refuse(ctx, node, why, "padding")
+                refuse(ctx, node, why, "batch" if why.endswith(BATCH_REMEDY) else "padding")
             elif before != (node.attrs, node.input(0)):
                 modified = True
         return PassResult(modified)
@@ -117,6 +120,11 @@ class NormalizePadding(Pass):
                 return f"{desc}: {exact_reason}"
             if rounding.strict(ctx):
                 return f"{desc}: {exact_reason}; {rounding.refusal('average_divisor_ratio')}"
+        if approximate and kind == pm.AVG and batch_values.probe_size(graph) is not None:
+            return (f"{desc}: {exact_reason}; the divisor would be corrected by multiplying "
+                    "each output position by a constant ratio, and the dialect's Mul does not "
+                    "broadcast: the ratio map is one constant per sample, which a symbolic "
+                    f"batch cannot have; {BATCH_REMEDY}")
         self._apply(graph, node, decision, "edge" if edge else "constant")
         if approximate and kind == pm.AVG:
             ratio = self._divisor_ratio(verdicts, decision)

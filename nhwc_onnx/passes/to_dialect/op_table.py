@@ -42,6 +42,18 @@ class Lowering(NamedTuple):
     refuted: Refuted | None = None
 
 
+_REDUCE_MAX = ("it does not reduce the batch axis of a symbolic batch: H and W of a 4-D map "
+               "as a global pool, other axes as a MaxPool over each run of adjacent reduced "
+               "axes (the same bytes reshaped, a 1-wide window)")
+
+
+_MIXES_AXES = ("it keeps its meaning on the stored layout: in a channels-first source (its maps "
+               "stored NHWC) one that mixes a map's channel axis with its spatial axes "
+               "converts only where the stored bytes allow it (a channel shuffle, size-1 axes) "
+               "or where it feeds weight products (Dense, Gemm, MatMul) whose constant weights "
+               "absorb the order; else it needs a layout Transpose (--allow-transpose)")
+
+
 # -- conditions the scan can decide on the core graph ------------------------------------------
 
 
@@ -197,10 +209,13 @@ TABLE: dict[str, Lowering] = {
     "Mean": Lowering(WHEN, ("Sum", "Scale", "UpSampling2D", "Reshape"), _BROADCAST + " (x * "
                      "(1/n): exact for n a power of two, else refused by --strict)",
                      legalize=legalize.mean),
-    "MatMul": Lowering(WHEN, ("Dense", "MatMul"), "a constant second operand multiplies a 2-D "
-                       "first operand (Dense), or both operands are computed (MatMul)",
+    "MatMul": Lowering(WHEN, ("Dense", "Conv", "MatMul", "Reshape"),
+                       "both operands are computed (MatMul), or a constant 2-D second operand "
+                       "multiplies a 2-D first operand (Dense) or each position of a rank >= 3 "
+                       "one (a 1x1 Conv; also when the rank >= 3 tensor is flattened to 2-D "
+                       "for the product and reshaped back, as TensorFlow's Tensordot does)",
                        select=select_ops.matmul),
-    "Gemm": Lowering(ALWAYS, ("Dense", "Gemm"), select=select_ops.gemm),
+    "Gemm": Lowering(ALWAYS, ("Dense", "Conv", "Gemm"), select=select_ops.gemm),
     # spatial
     "Conv": Lowering(WHEN, ("Conv", "DepthwiseConv2d", "AddBias", "Pad"),
                      "a 2-D convolution of a 4-D map with constant weights and bias (explicit "
@@ -219,7 +234,8 @@ TABLE: dict[str, Lowering] = {
     "AveragePool": Lowering(WHEN, ("AveragePool", "Pad", "Mul"),
                             "a 2-D pool of a 4-D map without dilation whose windows read the "
                             "same cells as a SAME or VALID pool (another divisor is corrected "
-                            "by a constant ratio map, refused by --strict)",
+                            "by a constant ratio map per sample, refused by --strict and with "
+                            "a symbolic batch)",
                             select=select_spatial.pool, window=pm.AVG),
     "GlobalAveragePool": Lowering(WHEN, ("GlobalAveragePool",), "the input is a 4-D map",
                                   select=select_spatial.global_pool,
@@ -244,8 +260,9 @@ TABLE: dict[str, Lowering] = {
     # tensors
     "Identity": Lowering(ALWAYS, (), select=select_ops.bypass),
     "Dropout": Lowering(ALWAYS, (), select=select_ops.bypass),
-    "Flatten": Lowering(ALWAYS, ("Flatten",), select=select_ops.flatten),
-    "Reshape": Lowering(ALWAYS, ("Reshape",), select=select_ops.reshape_to_output),
+    "Flatten": Lowering(WHEN, ("Flatten", "Reshape"), _MIXES_AXES,
+                        select=select_ops.flatten),
+    "Reshape": Lowering(WHEN, ("Reshape",), _MIXES_AXES, select=select_ops.reshape_to_output),
     "Unsqueeze": Lowering(ALWAYS, ("Reshape",), select=select_ops.reshape_to_output),
     "Squeeze": Lowering(ALWAYS, ("Squeeze",), select=select_ops.squeeze),
     "Transpose": Lowering(ALWAYS, ("Transpose",), select=select_ops.transpose),
@@ -274,12 +291,10 @@ TABLE: dict[str, Lowering] = {
     "ReduceMean": Lowering(ALWAYS, ("ReduceMean", "Reshape"), select=select_ops.reduce_mean),
     "ReduceSum": Lowering(ALWAYS, ("ReduceMean", "Scale", "Reshape"),
                           legalize=legalize_tensor.reduce),
-    "ReduceMax": Lowering(WHEN, ("GlobalMaxPool", "Reshape"),
-                          "it reduces the H and W axes of a 4-D map (a global pool)",
+    "ReduceMax": Lowering(WHEN, ("GlobalMaxPool", "MaxPool", "Reshape"), _REDUCE_MAX,
                           legalize=legalize_tensor.reduce),
-    "ReduceMin": Lowering(WHEN, ("GlobalMaxPool", "Scale", "Reshape"),
-                          "it reduces the H and W axes of a 4-D map (a global pool of -x)",
-                          legalize=legalize_tensor.reduce),
+    "ReduceMin": Lowering(WHEN, ("GlobalMaxPool", "MaxPool", "Scale", "Reshape"),
+                          f"{_REDUCE_MAX} (of -x)", legalize=legalize_tensor.reduce),
     # shape computations: folded once shapes are static
     "Shape": Lowering(ALWAYS, ()),
     "Size": Lowering(ALWAYS, ()),

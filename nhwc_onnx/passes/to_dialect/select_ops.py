@@ -18,6 +18,8 @@ shape (``select_and_legalize._shapes_known``); their asserts state that.
 """
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 
 from ...ir import CORE, DIALECT, Graph, Node
@@ -313,18 +315,34 @@ def batchnorm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
     assert x is not None and x.shape is not None and x.rank is not None
     axis = positive_axis(int(attr(node, "axis")), x.rank)
-    if axis != x.rank - 1:
+    if axis != x.rank - 1 and not ctx.options.allow_transpose:
         return refuse(ctx, node, f"normalises axis {axis} of {tuple(x.shape)}, not the last "
-                      "(channel) axis the dialect BatchNormalization uses")
+                      "(channel) axis the dialect BatchNormalization uses, and moving it "
+                      "there needs a layout Transpose")
     params = [const_of(v) for v in node.inputs[1:5]]
     if any(p is None for p in params):
         return refuse(ctx, node, "scale, B, mean and var must be constants")
-    c = x.shape[-1]
+    c = x.shape[axis]
     vecs = [np.broadcast_to(np.asarray(p, np.float64).reshape(-1), (c,)) for p in params]
     names = ("scale", "B", "mean", "var")
-    become(node, "BatchNormalization",
-           [x] + [const(graph, v, f"{node.name}/{n}") for v, n in zip(vecs, names)],
-           {"epsilon": float(attr(node, "epsilon"))})
+    weights = [const(graph, v, f"{node.name}/{n}") for v, n in zip(vecs, names)]
+    epsilon = {"epsilon": float(attr(node, "epsilon"))}
+    if axis == x.rank - 1:
+        become(node, "BatchNormalization", [x] + weights, epsilon)
+        return True
+    # --allow-transpose: swap the axis with the last one, normalise there, swap back
+    perm = list(range(x.rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]  # its own inverse
+    moved_shape = [x.shape[a] for a in perm]
+    moved = emit(graph, "Transpose", [x], {"perm": perm}, f"{node.name}/axis_last",
+                 moved_shape)
+    normed = emit(graph, "BatchNormalization", [moved] + weights, epsilon,
+                  f"{node.name}/last_axis", moved_shape)
+    become(node, "Transpose", [normed], {"perm": perm})
+    for t in (moved.producer(), node):
+        ctx.warn(f"inserted Transpose '{t.name}' (perm {perm}) for BatchNormalization "
+                 f"'{node.name}': its axis {axis} is not the last axis of {tuple(x.shape)}")
+        ctx.record("layout", t.name, f"inserted Transpose {perm}", perm=perm)
     return True
 
 
@@ -341,7 +359,10 @@ def gemm(graph: Graph, node: Node, ctx: PassContext) -> bool:
         weight = w if trans_b else w.T  # (M, K), a view
         if alpha != 1.0:
             weight = weight.astype(np.float64) * alpha
-        return _to_dense(graph, node, a, weight, None if bias is None else bias * beta, ctx)
+        bias = None if bias is None else bias * beta
+        if _per_position_tensordot(graph, node, weight.T, bias, ctx):
+            return True
+        return _to_dense(graph, node, a, weight, bias, ctx)
     if c is None:
         c = const(graph, np.zeros(n_out), f"{node.name}/C")
     become(node, "Gemm", [a, _f32(graph, node, b), _f32(graph, node, c)],
@@ -354,12 +375,76 @@ def matmul(graph: Graph, node: Node, ctx: PassContext) -> bool:
     assert a is not None
     w = const_of(b)
     if w is not None and w.ndim == 2 and a.rank == 2:
+        if _per_position_tensordot(graph, node, w, None, ctx):
+            return True
         return _to_dense(graph, node, a, w.T, None, ctx)
+    if w is not None and w.ndim == 2 and a.rank >= 3:
+        _per_position(graph, node, a, w, None, node)
+        ctx.record("select", node.name, f"MatMul of a rank-{a.rank} tensor by a constant "
+                   "(K, M) weight: the same weight product at each position, a 1x1 Conv")
+        return True
     if w is not None and a.rank != 2:
-        return refuse(ctx, node, f"constant-weight MatMul on a rank-{a.rank} input: Dense "
-                      "takes (N, K) or a whole (N, H, W, C) map")
+        return refuse(ctx, node, f"constant-weight MatMul on a rank-{a.rank} input with a "
+                      f"{w.ndim}-D weight: only a 2-D (K, M) weight is one product per "
+                      "position (Dense or a 1x1 Conv)")
     become(node, "MatMul", [_f32(graph, node, a), _f32(graph, node, b)])
     return True
+
+
+def _per_position_tensordot(graph: Graph, node: Node, w, bias, ctx: PassContext) -> bool:
+    """Reshape (..., K) -> (P, K), the product by w (K, M) (+ bias), Reshape back to (..., M):
+    the reshapes go, the product becomes a 1x1 Conv at each position. Returns whether done."""
+    found = _tensordot(graph, node)
+    if found is None:
+        return False
+    x, back = found
+    _per_position(graph, node, x, w, bias, back)
+    graph.remove_node(node)
+    ctx.record("select", back.name, f"Reshape -> {node.op} '{node.name}' -> Reshape of a "
+               f"rank-{x.rank} tensor: the same weight product at each position, a 1x1 Conv")
+    return True
+
+
+def _tensordot(graph: Graph, node: Node):
+    """(x, back) when ``node`` is the product of TensorFlow's Tensordot (Keras Dense on a
+    rank-3/4 tensor): x (..., K) reshaped to (P, K), the MatMul, and ``back``, the only reader
+    of the product, reshaping it to (..., M) with x's leading dims. Else None."""
+    flat, out = node.input(0), node.output
+    reshape = flat.producer()
+    if reshape is None or reshape.op != "Reshape" or len(flat.uses()) != 1:
+        return None
+    x = reshape.input(0)
+    users = out.uses()
+    if x is None or x.shape is None or x.rank < 3 or out in graph.outputs or len(users) != 1:
+        return None
+    back, index = users[0]
+    if back.op != "Reshape" or back.domain != CORE or index != 0:
+        return None
+    lead = tuple(x.shape[:-1])
+    if tuple(back.output.shape) != (*lead, out.shape[-1]) or flat.shape[0] != prod(lead):
+        return None
+    return x, back
+
+
+def _per_position(graph: Graph, node: Node, x, w, bias, result: Node) -> None:
+    """``result`` computes x (..., K) . w (K, M) (+ bias) at every position as a 1x1 Conv: on
+    x itself when it is 4-D, else on x reshaped (the same bytes) to (N, P, 1, K) and back."""
+    k, m = w.shape
+    weights = [const(graph, np.asarray(w).T.reshape(m, 1, 1, k), f"{node.name}/W")]
+    if bias is not None:
+        weights.append(const(graph, np.asarray(bias).reshape(-1), f"{node.name}/B"))
+    attrs = {"kernel_shape": [1, 1], "strides": [1, 1], "dilations": [1, 1], "pads": "VALID",
+             "group": 1}
+    shape = tuple(x.shape)
+    if len(shape) == 4:
+        become(result, "Conv", [x, *weights], attrs)
+        return
+    grid = (shape[0], prod(shape[1:-1]), 1, k)
+    x4 = emit(graph, "Reshape", [x, const(graph, np.array(grid), f"{node.name}/grid_shape",
+                                          np.int64)], None, f"{node.name}/grid", grid)
+    y4 = emit(graph, "Conv", [x4, *weights], attrs, f"{node.name}/conv", (*grid[:3], m))
+    become(result, "Reshape", [y4, const(graph, np.array(result.output.shape),
+                                         f"{node.name}/shape", np.int64)])
 
 
 def _to_dense(graph: Graph, node: Node, x, weight: np.ndarray, bias, ctx: PassContext) -> bool:

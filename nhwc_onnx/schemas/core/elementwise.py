@@ -227,7 +227,7 @@ def _gemm(attrs, xs):
     a64 = a.astype(np.float64).T if attrs["transA"] else a.astype(np.float64)
     bt = b.T if attrs["transB"] else b
     # B widened to float64 a block of result columns at a time: a fully connected layer's
-    # 100M-element weight would otherwise cost an 800 MB copy (and seconds of page faults).
+    # weight would otherwise cost a float64 copy eight bytes an element (and page faults).
     y = np.empty((a64.shape[0], bt.shape[1]))
     step = max(1, _GEMM_BLOCK // max(bt.shape[0], 1))
     for j in range(0, bt.shape[1], step):

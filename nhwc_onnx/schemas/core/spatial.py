@@ -111,7 +111,7 @@ def _infer_conv_transpose(ctx):
 
 
 core_op(
-    "ConvTranspose", "ONNX ConvTranspose-11 (seed 002). pads = per-side crops of the full "
+    "ConvTranspose", "ONNX ConvTranspose-11. pads = per-side crops of the full "
     "output; output_padding adds zeros at the end. With output_shape ([oH, oW]) and auto_pad "
     "SAME_UPPER the odd crop goes to the end (TensorFlow conv2d_transpose SAME), SAME_LOWER to "
     "the begin. weight_layout 'IOHW' = (C, M/group, kH, kW) (ONNX, Caffe); 'HWOI' = (kH, kW, M, C) "

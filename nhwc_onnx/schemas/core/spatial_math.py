@@ -29,10 +29,6 @@ def hw_axes(data_format: str) -> tuple[int, int]:
     return (1, 2) if data_format == "NHWC" else (2, 3)
 
 
-def channel_axis(data_format: str) -> int:
-    return 3 if data_format == "NHWC" else 1
-
-
 # -- sizes and pads -----------------------------------------------------------------------------
 
 

@@ -228,7 +228,7 @@ def test_blob_data_shorter_than_its_shape_names_the_layer(files):
     blob += _len_field(5, np.zeros(10, np.float32).tobytes())
     layer = _len_field(1, b"conv1") + _len_field(2, b"Convolution") + _len_field(7, blob)
     weights.write_bytes(_len_field(100, layer))
-    with pytest.raises(InvalidModelError) as info:
+    with pytest.raises(ModelLoadError) as info:  # bytes that do not decode: unreadable
         _load(proto, weights)
     assert "layer 'conv1' blob 0" in _one_line(info.value) and "108 values" in str(info.value)
 
@@ -258,3 +258,40 @@ def test_blob_field_with_the_wrong_wire_type(files):
     weights.write_bytes(_len_field(100, layer))
     with pytest.raises(ModelLoadError, match="wire type 0"):
         _load(proto, weights)
+
+
+TWICE_WRITTEN = {
+    # two layers write blob 'a', neither in place: the later would silently win
+    "two writers": (layer("r", "ReLU", ["data"], ["a"]) + layer("s", "Sigmoid", ["data"], ["a"])
+                    + layer("t", "TanH", ["a"], ["out"]), "'a'"),
+    # a layer writing the net's input (not in place: its bottom is another blob)
+    "the input overwritten": (layer("r", "ReLU", ["data"], ["b"])
+                              + layer("s", "Sigmoid", ["b"], ["data"]), "'data'"),
+    # in place means top i is bottom i: Eltwise's top 0 is its bottom 1 here
+    "in place at another index": (layer("r", "ReLU", ["data"], ["a"])
+                                  + layer("e", "Eltwise", ["data", "a"], ["a"]), "'a'"),
+}
+
+
+@pytest.mark.parametrize("case", list(TWICE_WRITTEN))
+def test_a_blob_written_by_two_layers_not_in_place_is_refused_naming_it(case, tmp_path):
+    import cv2
+
+    body, blob = TWICE_WRITTEN[case]
+    proto = tmp_path / "n.prototxt"
+    proto.write_text(net(body))
+    with pytest.raises(InvalidModelError, match=f"blob {blob} is the top of layer"):
+        load(proto, ConvertOptions(weights="random"))
+    with pytest.raises(cv2.error):  # OpenCV, Caffe's reference here, refuses it as well
+        cv2.dnn.readNetFromCaffe(str(proto))
+
+
+def test_in_place_layers_rewriting_a_blob_still_convert(tmp_path):
+    from tests.frontends.caffe.caffe_testlib import compare_with_opencv
+
+    text = net(layer("c", "Convolution", ["data"], ["a"],
+                     "convolution_param { num_output: 4 kernel_size: 3 }")
+               + layer("r", "ReLU", ["a"], ["a"])
+               + layer("s", "Scale", ["a"], ["a"], "scale_param { bias_term: true }"))
+    model, results = compare_with_opencv(tmp_path, text)  # numbers, 1e-4
+    assert len(model.graph.outputs) == 1 and len(results) == 1

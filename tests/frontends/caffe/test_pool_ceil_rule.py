@@ -1,5 +1,5 @@
 """Caffe's ceil-mode pooling drops a last window that would start at or past input + pad
-(issue 18, #16). Without that rule the frontend computes one output too many and refuses
+. Without that rule the frontend computes one output too many and refuses
 models that convert exactly. The rule lives in the core ops' shape arithmetic
 (schemas/core/spatial_math.axis_plan), which the Caffe frontend sizes its pools with; OpenCV's
 Caffe runtime is the oracle."""

@@ -1,4 +1,4 @@
-"""--weights random that exercises the net (issue 32 #4): each convolution / inner product
+"""--weights random that exercises the net: each convolution / inner product
 rescaled to unit root-mean-square output on random inputs, BatchNorm statistics from a forward
 pass, classifier logits with a spread of a few units; checked in OpenCV, the independent
 runtime, on inputs the calibration never saw."""

@@ -1,4 +1,4 @@
-"""Caffe's two resizes against their definitions (issue 30, "Test strength").
+"""Caffe's two resizes against their definitions.
 
 Interp (DeepLab) is bilinear with align-corners coordinates, x * (n - 1) / (m - 1); the
 dialect's UpSampling2D linear is the half-pixel blend, so an Interp is expressible only where

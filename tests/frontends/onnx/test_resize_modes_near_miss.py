@@ -1,4 +1,4 @@
-"""Every Resize mode rule against an independent oracle (issue 30, "Test strength").
+"""Every Resize mode rule against an independent oracle.
 
 The dialect has one resize, UpSampling2D: output pixel d reads source d // f (nearest) or the
 half-pixel bilinear blend (linear), for integer factors f. So an ONNX Resize is expressible

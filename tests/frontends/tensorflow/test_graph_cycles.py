@@ -1,4 +1,4 @@
-"""Issue 30 #15: a GraphDef with a cycle TensorFlow cannot import (a node with a control input
+"""A GraphDef with a cycle TensorFlow cannot import (a node with a control input
 on itself, ``^y`` on ``y``) converted, then ``verify`` ended in "internal error (ValueError: 1
 nodes in a cycle)". Any cycle - data or control inputs, on the outputs' path or not - is now
 refused at load, naming the nodes; a TensorFlow 1 while loop (the one cycle TensorFlow

@@ -1,4 +1,4 @@
-"""Issue 30 ("Smaller"): a truncated ``.keras`` file said ``File not found: filepath=...``
+"""A truncated ``.keras`` file said ``File not found: filepath=...``
 although it exists (Keras 3 takes a file without a ZIP directory for no file). The archive is
 now looked at before TensorFlow is imported: a truncated or foreign file is "truncated or
 not a .keras archive", exit 2, one line."""

@@ -272,3 +272,22 @@ def test_large_weights_are_read_only_views_of_the_mapped_file(tmp_path):
     x = rand(2, 300, seed=4)
     (got,) = run_core(model, {"x": x}).values()
     np.testing.assert_allclose(got, x @ weights, rtol=1e-5, atol=1e-5)
+
+
+def test_a_savedmodel_graph_file_points_to_its_folder(tmp_path):
+    """A SavedModel's saved_model.pb (schema version, then a MetaGraphDef) given as a .pb:
+    the message names the folder to convert instead (it said 'corrupt'), exit 2."""
+    from tests.cli_runner import run_cli
+
+    folder = tmp_path / "exported"
+    (folder / "variables").mkdir(parents=True)
+    graph = _relu_graph().SerializeToString()
+    meta_graph = b"\x12" + bytes([len(graph)]) + graph  # MetaGraphDef.graph_def (field 2)
+    saved = b"\x08\x01" + b"\x12" + bytes([len(meta_graph)]) + meta_graph
+    assert len(graph) < 100  # one-byte lengths above
+    (folder / "saved_model.pb").write_bytes(saved)
+    result = run_cli("convert", folder / "saved_model.pb", "-o", tmp_path / "out.onnx")
+    assert result.exit_code == 2, result.output
+    assert f"convert the SavedModel folder '{folder}'" in result.stderr
+    # the same bytes under another name are just not a GraphDef
+    assert "SavedModel folder" not in _bad(tmp_path, "other.pb", saved)

@@ -1,4 +1,4 @@
-"""TensorFlow's resize rules against TensorFlow itself (issue 30, "Test strength").
+"""TensorFlow's resize rules against TensorFlow itself.
 
 ResizeNearestNeighbor and ResizeBilinear, with align_corners, half_pixel_centers or neither,
 at factors 2, 3, mixed (H x2, W x3) and non-integer sizes: the frontend maps each to a core
