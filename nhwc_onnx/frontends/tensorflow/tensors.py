@@ -241,7 +241,8 @@ class Attrs:
     def ints(self, name: builtins.str, default: list | None = None) -> list | None:
         return self.get(name, "list", default)
 
-    def dtype(self, name: builtins.str, default: np.dtype | None = None) -> np.dtype | None:
+    def dtype(self, name: builtins.str, default: np.dtype | builtins.str | None = None
+              ) -> np.dtype | builtins.str | None:
         value = self.raw(name)
         if value is None or value.WhichOneof("value") != "type":
             return default

@@ -32,7 +32,8 @@ def _permutes(node: Node, perm: list[int]) -> bool:
         return _perm_of(node) == perm
     if node.op != "Reshape" or not node.inputs:
         return False
-    src, out = node.inputs[0].shape, node.outputs[0].shape
+    x = node.inputs[0]
+    src, out = (x.shape if x is not None else None), node.outputs[0].shape
     if src is None or out is None or len(src) != len(perm):
         return False
     moved = [a for a in perm if src[a] != 1]

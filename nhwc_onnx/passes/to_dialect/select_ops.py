@@ -34,6 +34,7 @@ from ..rewrite import (
     dims,
     emit,
     positive_axis,
+    present,
     refuse,
     shape_of,
 )
@@ -340,6 +341,7 @@ def batchnorm(graph: Graph, node: Node, ctx: PassContext) -> bool:
                   f"{node.name}/last_axis", moved_shape)
     become(node, "Transpose", [normed], {"perm": perm})
     for t in (moved.producer(), node):
+        assert t is not None  # emit made moved's producer
         ctx.warn(f"inserted Transpose '{t.name}' (perm {perm}) for BatchNormalization "
                  f"'{node.name}': its axis {axis} is not the last axis of {tuple(x.shape)}")
         ctx.record("layout", t.name, f"inserted Transpose {perm}", perm=perm)
@@ -378,7 +380,7 @@ def matmul(graph: Graph, node: Node, ctx: PassContext) -> bool:
         if _per_position_tensordot(graph, node, w, None, ctx):
             return True
         return _to_dense(graph, node, a, w.T, None, ctx)
-    if w is not None and w.ndim == 2 and a.rank >= 3:
+    if w is not None and w.ndim == 2 and len(dims(a)) >= 3:
         _per_position(graph, node, a, w, None, node)
         ctx.record("select", node.name, f"MatMul of a rank-{a.rank} tensor by a constant "
                    "(K, M) weight: the same weight product at each position, a 1x1 Conv")
@@ -409,19 +411,19 @@ def _tensordot(graph: Graph, node: Node):
     """(x, back) when ``node`` is the product of TensorFlow's Tensordot (Keras Dense on a
     rank-3/4 tensor): x (..., K) reshaped to (P, K), the MatMul, and ``back``, the only reader
     of the product, reshaping it to (..., M) with x's leading dims. Else None."""
-    flat, out = node.input(0), node.output
+    flat, out = present(node.input(0)), node.output
     reshape = flat.producer()
     if reshape is None or reshape.op != "Reshape" or len(flat.uses()) != 1:
         return None
     x = reshape.input(0)
     users = out.uses()
-    if x is None or x.shape is None or x.rank < 3 or out in graph.outputs or len(users) != 1:
+    if x is None or x.shape is None or len(x.shape) < 3 or out in graph.outputs or len(users) != 1:
         return None
     back, index = users[0]
     if back.op != "Reshape" or back.domain != CORE or index != 0:
         return None
     lead = tuple(x.shape[:-1])
-    if tuple(back.output.shape) != (*lead, out.shape[-1]) or flat.shape[0] != prod(lead):
+    if shape_of(back.output) != (*lead, dims(out)[-1]) or dims(flat)[0] != prod(lead):
         return None
     return x, back
 
