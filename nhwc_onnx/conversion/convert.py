@@ -58,7 +58,7 @@ def convert(
     options: ConvertOptions | None = None,
     *,
     progress: Callable[[str], None] | None = None,
-    before_write: Callable[[Model, ConversionReport], bool] | None = None,
+    before_write: Callable[..., bool] | None = None,  # (model, report), or (pipeline)
     follow_symlinks: bool = True,
     split: bool = False,
 ) -> ConversionResult:

@@ -254,13 +254,13 @@ def _check_attributes(node: Node, schema, add) -> None:
 
 
 def _infer_node(node: Node, schema, inferred: dict, add) -> None:
-    shapes = []
-    consts = []
+    shapes: list[tuple | None] = []
+    consts: list = []  # per input, its array or None
     for v in node.inputs:
         if v is None:
             shapes.append(None)
             consts.append(None)
-        elif v.is_const:
+        elif v.const is not None:
             shapes.append(tuple(v.const.shape))
             consts.append(v.const)
         else:

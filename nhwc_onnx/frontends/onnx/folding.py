@@ -191,8 +191,9 @@ class ShapeFolder:
         if node.input[0] in self.consts:
             return
         shape = self.static_shape(node.input[0])
+        assert self.probe is not None  # called only with one
         slopes = batch_values.shape_slopes(shape, self.probe, node.op_type)
-        if slopes is not None and node.op_type == "Shape":
+        if slopes is not None and shape is not None and node.op_type == "Shape":
             attrs = {a.name: a.i for a in node.attribute}
             slopes = slopes[slice(attrs.get("start", 0), attrs.get("end", len(shape)))]
         self.batch_tags[node.output[0]] = batch_values.tags(slopes, [],
@@ -202,6 +203,7 @@ class ShapeFolder:
         metas = [self.batch_tags.get(i, {}) for i in node.input]
         if not any(metas):
             return
+        assert self.probe is not None  # called only with one
         arrays = [feeds.get(i) if i else None for i in node.input]
         cast = ""
         if node.op_type == "Cast":
@@ -219,7 +221,7 @@ class ShapeFolder:
         ins = batch_values.Inputs(
             node.op_type, arrays, [m.get(batch_values.SLOPE) for m in metas], evaluate,
             () if node.op_type == "Concat" else tuple(range(1, len(names))), cast,
-            whole=len(arrays) == 1 and np.ndim(arrays[0]) == 1)
+            whole=len(arrays) == 1 and arrays[0] is not None and np.ndim(arrays[0]) == 1)
         outs = [r for r in results if r is not None]
         for out, slope in zip([o for o in node.output if o],
                               batch_values.propagate(ins, outs, self.probe)):
