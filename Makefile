@@ -17,7 +17,10 @@ FUZZ_SEED ?= 0
 demo: $(INSTALLED)
 	$(VENV_PYTHON) examples/demo.py
 
+# The type check runs first (its settings: [tool.mypy] in pyproject.toml); a type error
+# stops make before the test suite starts.
 test: $(INSTALLED)
+	$(VENV_PYTHON) -m mypy
 	$(VENV_PYTHON) -m pytest
 
 fuzz: $(INSTALLED)

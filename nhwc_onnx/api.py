@@ -115,7 +115,8 @@ def info(path: str | os.PathLike, options: ConvertOptions | None = None, *,
         "outputs": [_describe_value(v) for v in model.graph.outputs],
         "nodes": len(model.graph),
         "ops": model.graph.op_counts(),
-        "parameters": int(sum(int(v.const.size) for v in consts if v.const.dtype.kind == "f")),
+        "parameters": int(sum(int(v.const.size) for v in consts
+                                if v.const is not None and v.const.dtype.kind == "f")),
         "metadata": dict(sorted(model.metadata.items())),
         **_dialect_costs(model),
     }

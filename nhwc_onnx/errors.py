@@ -67,6 +67,11 @@ class NodeProblem(namedtuple("NodeProblem", "node op reason rule", defaults=("",
 class UnsupportedOpError(NhwcOnnxError, NotImplementedError):
     """Nodes that have no exact dialect equivalent. Carries every offending node at once."""
 
+    # Set on some refusals only (read with getattr): the graph inputs --keep-layout would
+    # let convert (passes.to_nhwc), and the checked exact cut (a conversion.cut.ExactCut).
+    keep_layout_suggestion: list[str]
+    exact_cut: object
+
     def __init__(self, problems: list[NodeProblem], framework: str = "", hint: str = ""):
         self.problems = list(problems)
         self.hint = hint

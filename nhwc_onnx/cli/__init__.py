@@ -96,7 +96,8 @@ class Group(click.Group):
                 raise
             exc.ctx = get_command(name).make_context(name, [], parent=ctx,
                                                      resilient_parsing=True)
-            exc.cmd = exc.ctx.command
+            # click types cmd Final, but the usage it shows is read from it
+            exc.cmd = exc.ctx.command  # type: ignore[misc]
             raise
 
     def invoke(self, ctx: click.Context):
@@ -166,7 +167,7 @@ def _as_option(exc: UsageError, ctx: click.Context) -> UsageError:
     """A library UsageError names the parameter at fault (``feeds``); the command line names
     the option that sets it (``--input``): the command's parameter of that name."""
     command = ctx.command.get_command(ctx, ctx.invoked_subcommand or "") \
-        if ctx.invoked_subcommand else None
+        if ctx.invoked_subcommand and isinstance(ctx.command, click.Group) else None
     for param in getattr(command, "params", ()):
         if param.name == exc.param_hint and isinstance(param, click.Option):
             return UsageError(exc.problem, param_hint=param.opts[0])

@@ -201,17 +201,17 @@ def parse_input_files(items: tuple[str, ...]) -> list[tuple[str, str]]:
     return pairs
 
 
-def parse_shapes(values: tuple[str, ...]) -> dict[str, list[int]]:
+def parse_shapes(values: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     """--input-shape NAME=D1,D2,... values as NAME -> dims."""
     from ..errors import UsageError
 
-    shapes = {}
+    shapes: dict[str, tuple[int, ...]] = {}
     for item in values:
-        name, sep, dims = item.rpartition("=")
+        name, sep, text = item.rpartition("=")
         try:
             if not sep or not name:
                 raise ValueError
-            shapes[name] = [int(d) for d in dims.split(",")]
+            shapes[name] = tuple(int(d) for d in text.split(","))
         except ValueError:
             raise UsageError(f"'{item}': expected NAME=D1,D2,... (e.g. input=1,224,224,3)",
                              param_hint="--input-shape") from None

@@ -99,8 +99,10 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     _check_usage(sources, output, output_dir, split, bisect, html_path, inputs, do_verify,
                  layers, samples)
     if len(sources) > 1 or output_dir:
+        assert output_dir is not None  # _check_usage: several sources need --output-dir
         raise SystemExit(_convert_many(settings, sources, Path(output_dir), options, jobs,
                                        do_verify, atol, rtol, report_path, layers, samples))
+    assert output is not None  # _check_usage: one source needs -o
     if split:
         from .pipeline import convert_split
 

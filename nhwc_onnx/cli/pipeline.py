@@ -16,7 +16,7 @@ def convert_split(settings: Settings, source: str, output: str, options, *, do_v
     from ..api import convert as api_convert
     from ..api import source_files
     from ..files.writes import plan_targets, write_json
-    from ..pipeline import MANIFEST, split_summary
+    from ..pipeline import MANIFEST, Pipeline, split_summary
 
     targets = [("pipeline folder", Path(output) / MANIFEST)]
     if report_path:
@@ -31,6 +31,7 @@ def convert_split(settings: Settings, source: str, output: str, options, *, do_v
 
     pipeline = api_convert(source, output, options, split=True,
                            before_write=verify_first if do_verify else None)
+    assert isinstance(pipeline, Pipeline)  # what convert(split=True) returns
     verification = verdict.get("report")
     written = verification is None or verification.ok
     if report_path:
@@ -107,7 +108,11 @@ def run_pipeline(settings: Settings, path: str, files: dict, random_inputs: bool
         size = batch or next((np.shape(a)[0] for n, a in feeds.items() if np.ndim(a)), 1)
         feeds[e.name] = rng.standard_normal(at_batch(e.shape, size)).astype(e.dtype)
     folder = pipeline.folder
-    out_dir = Path(output_dir) if output_dir else Path(f"{folder.name}_outputs")
+    if output_dir:
+        out_dir = Path(output_dir)
+    else:
+        assert folder is not None  # a pipeline read from its folder knows it
+        out_dir = Path(f"{folder.name}_outputs")
     names = [e.name for e in pipeline.manifest.outputs] + list(intermediate)
     paths = plan_arrays(list(dict.fromkeys(names)), out_dir,
                         inputs=[Path(f) for f in files.values()])

@@ -57,7 +57,7 @@ def command_name(args: list[str]) -> str | None:
 def _import_before_dispatch(args: list[str]) -> None:
     if not HELP_OPTIONS.isdisjoint(args):  # a help text needs none of them
         return
-    for module in IMPORTED_BEFORE_DISPATCH.get(command_name(args), ()):
+    for module in IMPORTED_BEFORE_DISPATCH.get(command_name(args) or "", ()):
         importlib.import_module(module)  # required dependencies: a failure is a broken install
 
 

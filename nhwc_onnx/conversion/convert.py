@@ -69,7 +69,7 @@ def convert(
     options: ConvertOptions | None = None,
     *,
     progress: Callable[[str], None] | None = None,
-    before_write: Callable[[Model, ConversionReport], bool] | None = None,
+    before_write: Callable[..., bool] | None = None,  # (model, report), or (pipeline)
     follow_symlinks: bool = True,
     split: bool = False,
 ) -> ConversionResult:
@@ -99,6 +99,7 @@ def convert(
     except UnsupportedOpError as exc:
         explain_refusal(job, exc)
         raise
+    assert job.model is not None  # read() made it
     record(job)
     written = job.output is not None and (before_write is None
                                           or before_write(job.model, job.report))
@@ -182,6 +183,7 @@ def convert_read(job: _Conversion, symbols: dict[str, str]) -> None:
     from ..passes.pipeline import to_dialect
     from . import symbolic_batch
 
+    assert job.model is not None  # read() made it
     job.stage("passes")
     began = time.perf_counter()
     try:
@@ -219,6 +221,7 @@ def explain_refusal(job: _Conversion, exc: UnsupportedOpError) -> None:
 def record(job: _Conversion) -> None:
     """What the conversion did, in the report and in the model's metadata."""
     model, report, ctx = job.model, job.report, job.ctx
+    assert model is not None  # read() made it
     report.target_ops = model.graph.op_counts()
     report.decisions = [d.to_dict() for d in ctx.decisions]
     report.warnings = list(ctx.warnings)
@@ -311,6 +314,7 @@ def _attach_exact_cut(exc: UnsupportedOpError, src: Path, options: ConvertOption
         convert(src, options=cut_options.replace(exact_cut=False, rename={}))
 
     try:
+        assert options.framework is not None  # explain_refusal passes the one detected
         cut = suggest(str(src), options.framework, options, exc, try_convert)
     except Exception as failure:  # noqa: BLE001 - the refusal stays the error, whatever happens
         cut = ExactCut([], 0, 0, [p.node for p in exc.problems],
@@ -344,9 +348,10 @@ class VerifyBeforeWrite:
                  feeds: Mapping[str, Any] | None = None,
                  started: Callable[[], None] | None = None):
         self.source, self.options, self.started = source, options, started
-        self.settings = {"atol": atol, "rtol": rtol, "bisect": bisect, "layers": layers,
-                         "samples": samples, "feeds": feeds}
-        self.report = None
+        self.settings: dict[str, Any] = {
+            "atol": atol, "rtol": rtol, "bisect": bisect, "layers": layers,
+            "samples": samples, "feeds": feeds}
+        self.report: Any = None  # the VerificationReport, once verified
 
     def __call__(self, model: Model, report: ConversionReport) -> bool:
         from .. import verification

@@ -108,7 +108,8 @@ def options_per_source(sources, options: ConvertOptions) -> list[ConvertOptions]
     if not any(given.values()):
         return [options] * len(sources)
     unset = {"weights": None, "signature": DEFAULT_SIGNATURE}
-    per_source, read, why = [], dict.fromkeys(given, False), {}
+    why: dict[str, str] = {}
+    per_source, read = [], dict.fromkeys(given, False)
     for source in sources:
         try:
             fw = frameworks.of(options, source)
@@ -192,7 +193,8 @@ def _convert_one(source: str, output: str, options: ConvertOptions,
     except UnsupportedOpError as exc:
         outcome = BatchOutcome(source, output, "failed", exc.exit_code, 0.0, str(exc))
         if report is not None:  # the refusal and the exact cut, as in single mode
-            _write_report(outcome, lambda refusal=exc: write_refusal_report(
+            refusal = exc  # the lambda runs right here
+            _write_report(outcome, lambda: write_refusal_report(
                 report, source, refusal, follow_symlinks=False))
     except NhwcOnnxError as exc:
         outcome = BatchOutcome(source, output, "failed", exc.exit_code, 0.0, str(exc))

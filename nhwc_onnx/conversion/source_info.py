@@ -121,11 +121,12 @@ def _outputs(path, fw: frameworks.Framework, options: ConvertOptions,
     except NhwcOnnxError:
         return ours
     known = {d["name"]: d for d in ours}
-    listed = []
+    listed: list[dict[str, Any]] = []
     for t in graph.outputs:
         name = graph.user_names.get(t) or graph.name_of(t)
         dtype, shape = graph.declared.get(t, (None, None))
-        listed.append(known.pop(name, None) or {
+        ours_of_it = known.pop(name, None)
+        listed.append(ours_of_it or {
             "name": name, "shape": None if shape is None else list(shape), "dtype": dtype})
     return listed + list(known.values())
 

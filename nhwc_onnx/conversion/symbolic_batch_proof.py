@@ -75,6 +75,7 @@ def generalize(first: Model, second: Model, symbols: dict[str, str]) -> Generali
             _add_bias_per_sample(g1, node)
     for value in g1.inputs:
         if value.name in batch_inputs:
+            assert value.shape is not None  # _batch_inputs names only inputs with a shape
             value.shape = (symbol, *value.shape[1:])
     result.problems += _symbolic_shapes(first)
     result.outputs = [v.name for v in g1.outputs if v.shape and v.shape[0] == symbol]
@@ -92,13 +93,19 @@ def _products_per_pixel(graph, probe: int) -> None:
         if x is None or x.is_const or not x.shape or len(x.shape) < 3 or x.shape[0] != probe:
             continue
         rows, spatial, c = fold.outputs[0], tuple(x.shape[1:-1]), x.shape[-1]
-        dense = _sole_reader(rows)
-        if tuple(rows.shape or ()) != (probe * math.prod(spatial), c) or dense is None or \
-                dense.op != "Dense" or dense.inputs[0] is not rows or \
-                not dense.inputs[1].is_const or dense.inputs[1].const.shape[1:] != (c,):
+        if rows is None:
             continue
-        m = dense.inputs[1].const.shape[0]
-        product, back = dense.outputs[0], _sole_reader(dense.outputs[0])
+        dense = _sole_reader(rows)
+        weight_in = dense.inputs[1] if dense is not None and len(dense.inputs) > 1 else None
+        if tuple(rows.shape or ()) != (probe * math.prod(spatial), c) or dense is None or \
+                dense.op != "Dense" or dense.inputs[0] is not rows or weight_in is None or \
+                weight_in.const is None or weight_in.const.shape[1:] != (c,):
+            continue
+        m = weight_in.const.shape[0]
+        product = dense.outputs[0]
+        if product is None:
+            continue
+        back = _sole_reader(product)
         bias = back if back is not None and back.op == "AddBias" else None
         if bias is not None:
             back = _sole_reader(bias.outputs[0])
@@ -108,19 +115,22 @@ def _products_per_pixel(graph, probe: int) -> None:
         grid = spatial if len(spatial) == 2 else (math.prod(spatial), 1)
         fold.set_inputs([x, graph.constant(np.array([probe, *grid, c], np.int64),
                                            f"{fold.name}/per_pixel")])
-        weight = np.asarray(dense.inputs[1].const).reshape(m, 1, 1, c)
+        weight = np.asarray(weight_in.const).reshape(m, 1, 1, c)
         dense.op = "Conv"
         dense.set_inputs([rows, graph.constant(weight, f"{dense.name}/W"), *dense.inputs[2:]])
         dense.attrs = {"kernel_shape": [1, 1], "strides": [1, 1], "dilations": [1, 1],
                        "pads": "VALID", "group": 1}
         rows.shape, product.shape = (probe, *grid, c), (probe, *grid, m)
-        if bias is not None:
-            bias.outputs[0].shape = product.shape
+        biased = bias.outputs[0] if bias is not None else None
+        if biased is not None:
+            biased.shape = product.shape
 
 
 def _sole_reader(value: Value) -> Node | None:
     readers = value.consumers()
-    return readers[0] if len(readers) == 1 and value not in readers[0].graph.outputs else None
+    if len(readers) != 1 or readers[0].graph is None or value in readers[0].graph.outputs:
+        return None
+    return readers[0]
 
 
 def _batch_inputs(inputs1: list[Value], inputs2: list[Value]) -> list[str]:
@@ -258,6 +268,7 @@ def _add_bias_per_sample(graph, node: Node) -> None:
     """x (N,) + b as Reshape to (N, 1), AddBias of the one number, Reshape back to (N,):
     the same sums, with constants that do not depend on the batch."""
     x, bias = node.inputs[0], node.inputs[1]
+    assert bias is not None  # node is a reader of the bias constant, at input 1
     column = graph.make_node(
         "Reshape", [x, graph.constant(np.array([0, 1], np.int64), f"{node.name}/column_shape")],
         name=f"{node.name}/column", domain=DIALECT)
@@ -272,8 +283,9 @@ def _add_bias_per_sample(graph, node: Node) -> None:
 
 
 def _constant_problem(value: Value, other: Value | None) -> str:
+    assert value.const is not None  # a graph constant (Graph.constants): its array is set
     first = tuple(value.const.shape)
-    second = tuple(other.const.shape) if other is not None else None
+    second = tuple(other.const.shape) if other is not None and other.const is not None else None
     if second is not None and len(first) == len(second) and first[1:] == second[1:] and \
             (first[0], second[0]) == PROBES:
         # Add, Mul, Sum ... do not broadcast: a constant that is not per channel is written

@@ -80,7 +80,7 @@ def run(model: str | os.PathLike | Model,
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed: expected an int, got {type(seed).__name__} {seed!r}")
     intermediate = [intermediate] if isinstance(intermediate, str) else list(intermediate)
-    read = () if isinstance(model, Model) else (Path(model),)
+    read: tuple[Path, ...] = () if isinstance(model, Model) else (Path(model),)
     model = load_valid(model)
     given = build_feeds(model, feeds or {}, random_inputs=random_inputs, seed=seed,
                         batch=batch)

@@ -16,6 +16,7 @@ Imports nothing of the project but ``errors``, so IR, serializer and frontends m
 """
 from __future__ import annotations
 
+import io
 import os
 import stat
 from collections import namedtuple
@@ -66,7 +67,7 @@ def stat_regular(path: str | os.PathLike, label: str) -> os.stat_result:
 
 
 def open_regular(path: str | os.PathLike, label: str,
-                 max_bytes: int | None = None) -> tuple[BinaryIO, int]:
+                 max_bytes: int | None = None) -> tuple[io.BufferedReader, int]:
     """Open a regular file for reading: (file object, size). Refuses non-regular files
     without opening them, and files over ``max_bytes``."""
     before = stat_regular(path, label)
@@ -90,6 +91,7 @@ def read_regular(path: str | os.PathLike, label: str,
     """All bytes of a regular file of at most ``max_bytes`` (read once, bounded by its size);
     a bytearray with ``writable`` (arrays viewing it can then be modified in place)."""
     f, size = open_regular(path, label, max_bytes)
+    data: bytes | bytearray
     with f:
         try:
             if writable:

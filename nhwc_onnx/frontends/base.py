@@ -179,7 +179,7 @@ def convert_nodes(
     registry: OpRegistry,
     framework: str,
     describe: Callable[[N], tuple[str, str]],
-    convert: Callable[[Converter, N], None],
+    convert: Callable[[Converter, N], object],  # what it returns is not read
     *,
     blocked: Callable[[N], bool] | None = None,
     not_converted: Callable[[N], None] | None = None,
@@ -214,14 +214,16 @@ def convert_nodes(
             if not_converted is not None:
                 not_converted(node)
             continue
+        converter = registry.get(op)
+        assert converter is not None  # an op without one is in missing (unsupported)
         if blocked is not None and blocked(node):
-            if not _converted_blocked(keep_going, convert_blocked, registry.get(op), node) \
+            if not _converted_blocked(keep_going, convert_blocked, converter, node) \
                     and not_converted is not None:
                 not_converted(node)
             continue
         emitted = len(keep_going) if keep_going is not None else 0
         try:
-            convert(registry.get(op), node)
+            convert(converter, node)
         except Refusal as refusal:
             found.append(NodeProblem(name, op, refusal.reason))
             _take_out(keep_going, emitted)

@@ -37,7 +37,7 @@ class Value:
     def __init__(
         self,
         name: str,
-        dtype: str = "float32",
+        dtype: str | None = "float32",
         shape: Sequence[int | None] | None = None,
         layout: str | None = None,
         const: np.ndarray | None = None,
@@ -377,6 +377,7 @@ class Graph:
     def values(self) -> list[Value]:
         """All values: graph inputs, node outputs and constants, in a deterministic order."""
         seen: dict[int, Value] = {}
+        v: Value | None
         for v in self.inputs:
             seen.setdefault(id(v), v)
         for node in self.nodes:

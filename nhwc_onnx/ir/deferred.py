@@ -25,7 +25,7 @@ class DeferredArray:
     def __init__(self, shape: tuple, dtype_name: str, read: Callable[[], Any]):
         self.shape = tuple(shape)
         self.dtype_name = dtype_name
-        self._read = read
+        self._read: Callable[[], Any] | None = read
         self._array = None
 
     @property
@@ -90,7 +90,8 @@ for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv"
               "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge", "bool", "int", "float",
               "index"):
     setattr(DeferredArray, f"__{_name}__", _delegate(f"__{_name}__"))
-DeferredArray.__hash__ = None  # as ndarray: compared by value, so unhashable
+DeferredArray.__hash__ = None  # type: ignore[assignment,method-assign]  # the unhashable mark
+# (as ndarray: compared by value), which typeshed's object.__hash__ cannot express
 
 
 class ScaledWeight(DeferredArray):

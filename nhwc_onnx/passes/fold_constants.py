@@ -62,7 +62,7 @@ def _too_big_to_try(node: Node, max_bytes: int) -> bool:
     """Judge the size from the inferred output shapes before numpy allocates anything: an
     over-budget output stays a node (weights excepted, which the model stores either way)."""
     for value in node.outputs:
-        if not value.static or _only_parameter(value):
+        if value.shape is None or not value.static or _only_parameter(value):
             continue
         itemsize = _ITEMSIZES.get(value.dtype)
         if itemsize is None:
@@ -78,7 +78,9 @@ def _too_big_to_try(node: Node, max_bytes: int) -> bool:
 
 def _evaluate(node: Node) -> list[np.ndarray]:
     if node.op in SHAPE_OF_STATIC:
-        shape = node.inputs[0].shape
+        x = node.inputs[0]
+        assert x is not None and x.shape is not None  # evaluated only on a static input
+        shape = x.shape
         if node.op == "Shape":
             return [np.asarray(shape, dtype=np.int64)]
         return [np.asarray(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)]

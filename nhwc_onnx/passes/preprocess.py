@@ -98,6 +98,7 @@ def _plan(model: Model, options) -> dict[Value, tuple[np.ndarray, np.ndarray, bo
             v = _resolve(model, name, _FLAGS[option])
             if v in chosen[option]:
                 raise UsageError(f"input '{v.name}' is given twice", param_hint=_FLAGS[option])
+            assert v.shape is not None  # an image input (_resolve): rank 4
             channels = int(v.shape[-1])
             if len(values) not in (1, channels):
                 raise UsageError(f"{len(values)} values for input '{v.name}', which has "
@@ -112,6 +113,7 @@ def _plan(model: Model, options) -> dict[Value, tuple[np.ndarray, np.ndarray, bo
             if any(out is v for out in model.graph.outputs):
                 raise UsageError(f"input '{v.name}' is also a graph output: preprocessing it "
                                  "would change that output", param_hint="--mean")
+            assert v.shape is not None  # an image input (_resolve): rank 4
             channels = int(v.shape[-1])
             plan[v] = (np.array(chosen["mean"].get(v, np.zeros(channels))),
                        np.array(chosen["std"].get(v, np.ones(channels))), v in reverse)
@@ -124,6 +126,7 @@ def _insert(model: Model, v: Value, mean: np.ndarray, std: np.ndarray, reverse: 
     readers = v.uses()
     if not readers:
         return
+    assert v.shape is not None  # an image input (_resolve): rank 4
     shape = tuple(v.shape)
     channels = int(shape[-1])
     base = f"{v.name}/preprocess"

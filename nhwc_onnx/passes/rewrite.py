@@ -38,7 +38,7 @@ def const(graph: Graph, array: Any, name: str, dtype: Any = np.float32) -> Value
     # transposed view stays a view; the serializer writes it in C order). A deferred weight
     # of that type stays deferred (a folded weight is computed by the writer).
     if isinstance(array, DeferredArray) and np.dtype(dtype).name == array.dtype_name:
-        return graph.constant(array, name)
+        return graph.constant(array, name)  # type: ignore[arg-type]  # an ndarray stand-in
     return graph.constant(np.asarray(array, dtype=dtype), name)
 
 
@@ -109,6 +109,19 @@ def affine_batchnorm(graph: Graph, node: Node, x: Value, scale: np.ndarray, bias
 
 def shape_of(value: Value | None) -> tuple | None:
     return None if value is None or value.shape is None else tuple(value.shape)
+
+
+def present(value: Value | None) -> Value:
+    """An input a handler knows is there: a required input of a validated node."""
+    assert value is not None, "a required input is missing"
+    return value
+
+
+def dims(value: Value | None) -> tuple:
+    """The shape of a value a handler knows: an input or output of a validated node whose
+    shapes static_shapes inferred (``apply_handlers`` runs a handler only when ready)."""
+    assert value is not None and value.shape is not None, "a handler's value has no shape"
+    return value.shape
 
 
 def positive_axis(axis: int, rank: int) -> int:

@@ -31,9 +31,9 @@ def topological(graph: Graph) -> list[Node]:
     waiting = [0] * len(nodes)
     users: list[list[int]] = [[] for _ in nodes]
     for i, node in enumerate(nodes):
-        producers = {index.get(id(v.producer())) for v in node.inputs
-                     if v is not None and v.producer() is not None}
-        producers.discard(None)
+        found = {index.get(id(v.producer())) for v in node.inputs
+                 if v is not None and v.producer() is not None}
+        producers = {p for p in found if p is not None}
         waiting[i] = len(producers)
         for p in producers:
             users[p].append(i)
@@ -97,6 +97,7 @@ def scan(model: Model) -> list[NodeProblem]:
         entry = TABLE.get(node.op)
         if entry is None:
             continue  # an op without a declaration: the passes judge it
+        reason: str | None
         if entry.converts == NEVER:
             reason = entry.condition
         else:

@@ -44,7 +44,7 @@ def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
     by_name = {v.name: v for v in graph.inputs if not v.is_const}
     # TensorFlow tensor names: 'x' and 'x:0' name the same input.
     aliases = {name.split(":")[0]: v for name, v in by_name.items()}
-    for raw_name, dims in overrides.items():
+    for raw_name, given in overrides.items():
         raw_name = str(raw_name)
         value = (by_name.get(raw_name) or aliases.get(raw_name)
                  or by_name.get(raw_name.split(":")[0]))
@@ -53,7 +53,7 @@ def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
             raise UsageError(
                 f"--input-shape names '{raw_name}', which is not a graph input (inputs: {known})"
             )
-        dims = [int(d) for d in dims]
+        dims = [int(d) for d in given]
         if any(d <= 0 for d in dims[1:]) or (dims and dims[0] <= 0 and dims[0] != SYMBOLIC):
             raise InvalidAttributeError(f"--input-shape {raw_name}: dimensions must be positive")
         if dims and dims[0] == SYMBOLIC:  # the batch the frontend gave it (a probe) stays
@@ -85,7 +85,7 @@ def apply_input_overrides(graph: Graph, ctx: PassContext) -> bool:
 
 def check_inputs_static(graph: Graph) -> None:
     bad = [v for v in graph.inputs
-           if not v.is_const and (not v.static or any(d == 0 for d in v.shape))]
+           if not v.is_const and (v.shape is None or not v.static or any(d == 0 for d in v.shape))]
     if bad:
         lines = [f"input '{v.name}' has shape {_fmt(v.shape)}"
                  + (" (a zero-size dimension)" if v.static else "")
@@ -168,7 +168,8 @@ def refuse_empty_tensors(graph: Graph, ctx: PassContext) -> None:
     outputs = {id(v) for v in graph.outputs}
     for node in graph.nodes:
         for value in node.outputs:
-            if value.is_const or not value.static or all(int(d) for d in value.shape):
+            if value.is_const or value.shape is None or not value.static \
+                    or all(int(d) for d in value.shape):
                 continue
             if value.uses() or id(value) in outputs:
                 problems.append(NodeProblem(

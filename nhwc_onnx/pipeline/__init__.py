@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import InvalidModelError, ModelLoadError, OutputPathError, UnsupportedOpError
 from ..options import ConvertOptions
@@ -42,7 +43,7 @@ class Pipeline:
     ``onnx.ModelProto``) and their manifest; ``report``: how the split was made."""
 
     manifest: Manifest
-    models: dict[str, object]
+    models: dict[str, Any]
     report: dict = field(default_factory=dict)
     domain: str = "nhwc"
     weights_as_constants: bool = False

@@ -126,6 +126,7 @@ def check_result(path: str) -> dict:
 
     result = {"path": path, "kind": "pipeline", "status": "valid", "error": "", "nodes": 0,
               "issues": []}
+    nodes = 0
     try:
         problems = check_pipeline(path)
         manifest = read_manifest(path)
@@ -136,7 +137,8 @@ def check_result(path: str) -> dict:
             except ModelLoadError:
                 continue
             graph = model.graph
-            result["nodes"] += len(graph.node) if hasattr(graph, "node") else len(graph)
+            nodes += len(graph.node) if hasattr(graph, "node") else len(graph)
+        result["nodes"] = nodes
     except ModelLoadError as exc:
         result.update(status="unreadable", error=str(exc))
         return result

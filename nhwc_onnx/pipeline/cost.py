@@ -17,10 +17,11 @@ def dialect_costs(model) -> tuple[int, int]:
         if node.op not in ("Conv", "DepthwiseConv2d", "ConvTranspose", "Dense", "Gemm",
                            "MatMul"):
             continue
-        ins = [_sample(v.shape if v.shape is not None else shapes.get(v.name))
-               if v is not None else None for v in node.inputs[:2]]
+        found = [_sample(v.shape if v.shape is not None else shapes.get(v.name))
+                 if v is not None else None for v in node.inputs[:2]]
+        ins = [s for s in found if s is not None]
         out = _sample(node.outputs[0].shape or shapes.get(node.outputs[0].name))
-        if out is None or any(s is None for s in ins):
+        if out is None or len(ins) != len(found):
             continue
         size = int(np.prod(out, dtype=np.int64))
         w = ins[1]

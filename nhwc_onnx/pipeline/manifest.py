@@ -7,8 +7,10 @@ pipeline holds it, as ``io_permutations`` records it; None: as in the source).""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import ModelLoadError
 
@@ -50,7 +52,7 @@ class SegmentEntry:
     parameter_bytes: int | None = None
 
     def to_dict(self) -> dict:
-        data = {"file": self.file, "kind": self.kind,
+        data: dict[str, Any] = {"file": self.file, "kind": self.kind,
                 "inputs": [e.to_dict() for e in self.inputs],
                 "outputs": [e.to_dict() for e in self.outputs]}
         if self.macs is not None:
@@ -83,7 +85,7 @@ class Manifest:
         found = []
         known = {e.name: e for e in self.inputs}
         produced_by: dict[str, str] = {e.name: "the pipeline's inputs" for e in self.inputs}
-        later = {}
+        later: dict[str, int] = {}
         for k, seg in enumerate(self.segments):
             for e in seg.outputs:
                 later.setdefault(e.name, k)
@@ -199,7 +201,7 @@ def from_dict(data, label: str) -> Manifest:
                     segments, extra)
 
 
-def manifest_path(path: str | Path) -> Path:
+def manifest_path(path: str | os.PathLike) -> Path:
     """pipeline.json of a pipeline given by its folder or the file itself."""
     p = Path(path)
     return p / MANIFEST if p.is_dir() else p
@@ -213,7 +215,7 @@ def is_pipeline(path: str | Path) -> bool:
         return False
 
 
-def read_manifest(path: str | Path) -> Manifest:
+def read_manifest(path: str | os.PathLike) -> Manifest:
     from ..files.reads import read_regular
 
     file = manifest_path(path)

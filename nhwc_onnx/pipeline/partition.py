@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class Planned:
 class Partition:
     source: OnnxSource
     segments: list[Planned]
-    converted: dict[int, object]  # segment index -> the dialect Model
+    converted: dict[int, Any]  # segment index -> the dialect Model
     notes: list[str]  # what the report says of the partition (islands kept standard ...)
     refused: list[str]  # source nodes that run in standard segments because refused
 

@@ -4,6 +4,7 @@ follow a symbolic batch."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ def reads(node) -> list[str]:
 
 @dataclass
 class OnnxSource:
-    proto: object  # onnx.ModelProto
+    proto: Any  # onnx.ModelProto
     order: list  # NodeProto, dependency order (the selected part: --inputs/--outputs)
     names: list[str]  # node names, as refusals name them
     inputs: list[str]  # graph inputs fed (not initializers)
@@ -75,9 +76,10 @@ class OnnxSource:
             return self._recurrent_macs(node)
         if node.op_type not in MAC_OPS:
             return 0
-        ins = [self.sample_shape(t) for t in node.input[:2]]
+        found = [self.sample_shape(t) for t in node.input[:2]]
+        ins = [s for s in found if s is not None]
         out = self.sample_shape(node.output[0])
-        if out is None or any(s is None for s in ins) or any(
+        if out is None or len(ins) != len(found) or any(
                 not isinstance(d, int) for s in [out, *ins] for d in s):
             return 0
         size = int(np.prod(out, dtype=np.int64))

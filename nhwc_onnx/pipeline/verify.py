@@ -3,6 +3,8 @@ seeded inputs (a symbolic batch at 1 and 3); with ``layers`` also every tensor p
 segments, against the source's tensor of that name."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .. import frameworks
@@ -62,8 +64,9 @@ def verify_pipeline(source, pipeline, options: ConvertOptions, *, feeds=None,
         return {back.get(k, k): v for k, v in seen.items()}
 
     report = VerificationReport(str(source), fw.name, atol, rtol, seed, samples=samples)
-    report.batches = list(batches) if symbolic else []
-    worst, layer_worst = {}, {}
+    report.batches = [b for b in batches if b is not None] if symbolic else []
+    worst: dict[Any, Any] = {}
+    layer_worst: dict[Any, Any] = {}
     for batch in batches:
         for index in range(samples):
             ours = pipeline.run({n: to_converted_layout(x, perms.get(n))

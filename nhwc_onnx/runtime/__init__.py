@@ -55,14 +55,14 @@ def run(
     session = ort.InferenceSession(
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
-    names = [o.name for o in session.get_outputs()]
+    fetched = [o.name for o in session.get_outputs()]
     # A float64 array for a float32 input is the usual slip; cast to what the graph declares.
     declared = {v.name: v.dtype for v in model.graph.inputs}
     arrays = {k: np.asarray(v, dtype=declared.get(k)) for k, v in feeds.items()}
     quiet = ort.RunOptions()
     quiet.log_severity_level = 4
-    results = session.run(names, arrays, quiet)
-    return dict(zip(names, results))
+    results = session.run(fetched, arrays, quiet)
+    return dict(zip(fetched, results))
 
 
 # A graph input of more elements than this is an absurd shape (the frontends refuse such
@@ -117,7 +117,7 @@ def feed_mismatch(dtype: str | None, shape: Sequence | None, array: np.ndarray
     """
     if dtype is not None and str(array.dtype) != dtype:
         return dtype, str(array.dtype)
-    if not shape_fits(shape, array.shape):
+    if shape is not None and not shape_fits(shape, array.shape):
         return f"shape {tuple(shape)}", f"shape {tuple(array.shape)}"
     return None
 
@@ -128,10 +128,11 @@ def feed_problems(model: Model, feeds: Mapping[str, np.ndarray]) -> list[str]:
     problems = [f"no array for input {name!r}" for name in inputs if name not in feeds]
     problems += [f"{name!r} is not an input of the model (inputs: {', '.join(inputs)})"
                  for name in feeds if name not in inputs]
-    problems += [f"input {name!r} needs shape {tuple(inputs[name].shape)}, the array has "
+    problems += [f"input {name!r} needs shape {inputs[name].shape}, the array has "
                  f"{tuple(np.shape(array))}" for name, array in feeds.items()
                  if name in inputs and not shape_fits(inputs[name].shape, np.shape(array))]
-    batches = {}  # a symbolic batch is one size in every input that names it
+    # a symbolic batch is one size in every input that names it
+    batches: dict[str, dict[str, int]] = {}
     for name, array in feeds.items():
         shape = inputs[name].shape if name in inputs else None
         if shape and isinstance(shape[0], str) and np.ndim(array):

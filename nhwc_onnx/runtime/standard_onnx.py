@@ -126,7 +126,7 @@ def lower_model(model: Model, extra_outputs: Sequence[str] = (),
     finally:
         for value in lent:
             value.shape = None
-    inits = [weights(v.const, v.name) for v in graph.constants()]
+    inits = [weights(v.const, v.name) for v in graph.constants() if v.const is not None]
     inputs = [
         helper.make_tensor_value_info(v.name, _dtype_enum(v.dtype), _dims(v.shape))
         for v in graph.inputs
@@ -195,7 +195,7 @@ MAX_LOWERED_WEIGHT_BYTES = 2**31 - 2**26
 def refuse_oversized(model: Model, label: str | None = None) -> None:
     """A lowered model is one standard ONNX file: refuse weights that cannot fit one (said
     from the shapes, before any weight is read or copied)."""
-    total = sum(int(v.const.nbytes) for v in model.graph.constants())
+    total = sum(int(v.const.nbytes) for v in model.graph.constants() if v.const is not None)
     if total > MAX_LOWERED_WEIGHT_BYTES:
         whose = f"{label}: its" if label else "the model's"
         raise ModelLoadError(
@@ -231,10 +231,10 @@ def lower_for_export(model: Model, weights: WeightTensor = inline_tensor,
     if model.io_permutations:
         meta[KEY_IO_PERMUTATIONS] = encode_io_permutations(model.io_permutations)
     meta[KEY_LOWERED_FROM] = "nhwc-onnx dialect"
-    for key, value in sorted(meta.items()):
+    for key, text in sorted(meta.items()):
         entry = proto.metadata_props.add()
         entry.key = key
-        entry.value = value
+        entry.value = text
     return proto
 
 

@@ -9,7 +9,7 @@ import enum
 import importlib
 from collections import namedtuple
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import numpy as np
 
@@ -85,14 +85,15 @@ class InferContext:
         return self.attrs.get(name)
 
     def shape(self, index: int) -> tuple:
-        if index >= len(self.shapes) or self.shapes[index] is None:
+        shape = self.shapes[index] if index < len(self.shapes) else None
+        if shape is None:
             raise RuleError("shape", f"shape of input {index} is unknown")
-        return self.shapes[index]
+        return shape
 
     def has(self, index: int) -> bool:
         return index < len(self.shapes) and self.node.input(index) is not None
 
-    def fail(self, rule: str, message: str, expected: Any = "", found: Any = "") -> None:
+    def fail(self, rule: str, message: str, expected: Any = "", found: Any = "") -> NoReturn:
         raise RuleError(rule, message, expected, found)
 
     def require(self, cond: bool, rule: str, message: str, expected: Any = "", found: Any = ""):

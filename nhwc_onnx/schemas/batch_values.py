@@ -52,6 +52,11 @@ def _const(value: Value) -> np.ndarray | None:
     return value.const
 
 
+def _shape_of(array: np.ndarray | None) -> tuple:
+    """numpy's shape of an array or of None (``()``: numpy reads None as a 0-d object)."""
+    return () if array is None else np.shape(array)
+
+
 def tag_folded(node: Node, arrays: list[np.ndarray], probe: int,
                array_of: Callable[[Value], np.ndarray | None] = _const) -> list[dict]:
     """The meta entries of the outputs of core ``node``, folded to ``arrays`` (one dict per
@@ -71,7 +76,9 @@ def tag_folded(node: Node, arrays: list[np.ndarray], probe: int,
     ins = Inputs(node.op, [None if v is None else array_of(v) for v in node.inputs],
                  [m.get(SLOPE) for m in metas], lambda xs: evaluate_node(node, xs),
                  _MOVES.get(node.op, ()), cast,
-                 whole=not node.attrs.get("axes") or np.ndim(array_of(node.inputs[0])) == 1)
+                 whole=not node.attrs.get("axes") or (
+                     node.inputs[0] is not None
+                     and len(_shape_of(array_of(node.inputs[0]))) == 1))
     return [tags(slope, metas, _who(node)) for slope in propagate(ins, arrays, probe)]
 
 
@@ -122,14 +129,14 @@ def tag_quotient(target: Value, a: Value, b: Value, a_array, b_array, probe: int
     """Tag ``target`` = a // b (or a mod b) of integers known before running the graph."""
     if SLOPE not in a.meta and SLOPE not in b.meta:
         return
-    slope = np.full(np.shape(target.const), np.nan)
+    slope = np.full(_shape_of(target.const), np.nan)
     if SLOPE not in b.meta:
         a_slope = a.meta[SLOPE]
         offset = np.asarray(a_array, dtype=np.float64) - a_slope * probe
         quotient = divided_slope(a_slope, offset, b_array, integer=True)
         # a mod b is 0 where b divides a at every batch size, else no affine function of N
         slope = np.where(np.isnan(quotient), np.nan, 0.0) if remainder else quotient
-        slope = np.broadcast_to(slope, np.shape(target.const)).astype(np.float64)
+        slope = np.broadcast_to(slope, _shape_of(target.const)).astype(np.float64)
     if not np.any(slope != 0):
         return
     target.meta[SLOPE] = slope
@@ -175,7 +182,7 @@ def shape_slopes(shape, probe: int, op: str) -> np.ndarray | None:
 def propagate(ins: Inputs, arrays: list[np.ndarray], probe: int) -> list[np.ndarray | None]:
     """Slopes of the outputs (``arrays``) of a node some of whose inputs depend on the batch."""
     tagged, op = ins.tagged, ins.op
-    unknown = [np.full(np.shape(a), np.nan) for a in arrays]
+    unknown: list[np.ndarray | None] = [np.full(np.shape(a), np.nan) for a in arrays]
     count = range(len(ins.arrays))
     try:
         if op in _MOVES:
@@ -275,12 +282,12 @@ def _per_sample_products(graph: Graph, probe: int) -> set[int]:
             continue
         product = _sole_reader(rows)
         weight = product.inputs[1] if product is not None and product.op == "MatMul" else None
-        if weight is None or product.inputs[0] is not rows or not weight.is_const or \
-                weight.const.ndim != 2:
+        if product is None or weight is None or product.inputs[0] is not rows \
+                or weight.const is None or weight.const.ndim != 2:
             continue
         last = _sole_reader(product.outputs[0])
         if last is not None and last.op == "Add" and any(
-                v is not None and v.is_const and v.const.size == weight.const.shape[1]
+                v is not None and v.const is not None and v.const.size == weight.const.shape[1]
                 for v in last.inputs):
             last = _sole_reader(last.outputs[0])
         if last is not None and last.op == "Reshape" and \
@@ -310,7 +317,8 @@ def _live(graph: Graph) -> set[int]:
 def _spells_the_batch(value: Value, node: Node, index: int, probe: int) -> bool:
     """Index 0 of a Reshape target that is N itself, the rest free of N, on data whose axis 0
     is the batch."""
-    if node.op != "Reshape" or index != 1 or value.const.ndim != 1 or not value.const.size:
+    if node.op != "Reshape" or index != 1 or value.const is None or value.const.ndim != 1 \
+            or not value.const.size:
         return False
     data = node.inputs[0]
     return bool(is_the_batch_at_0(value.meta[SLOPE], value.const, probe) and data is not None

@@ -119,7 +119,7 @@ def _infer_symbolic(graph: Graph, order: list[Node], registry: Registry,
             if first is not None and second is not None and why is None:
                 if shape is None:
                     why = (f"mixes the batch with other axes: output '{out.name}' is "
-                           f"{describe_difference(first, second, symbol)}")
+                           f"{describe_difference(first, second, symbol or 'N')}")
                 elif carried and (not shape or shape[0] != symbol):
                     why = (f"output '{out.name}' does not carry the batch at axis 0 (it is "
                            f"{describe_difference(first, second, symbol or 'N')})")
@@ -254,13 +254,13 @@ def _check_attributes(node: Node, schema, add) -> None:
 
 
 def _infer_node(node: Node, schema, inferred: dict, add) -> None:
-    shapes = []
-    consts = []
+    shapes: list[tuple | None] = []
+    consts: list = []  # per input, its array or None
     for v in node.inputs:
         if v is None:
             shapes.append(None)
             consts.append(None)
-        elif v.is_const:
+        elif v.const is not None:
             shapes.append(tuple(v.const.shape))
             consts.append(v.const)
         else:

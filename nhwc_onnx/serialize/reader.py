@@ -169,9 +169,10 @@ def _deferred(tensor: TensorProto, length: int | None, read) -> DeferredArray | 
     accept it: a numeric type, inline data whose size fits the shape. Otherwise None, and the
     eager read runs now (and reports what is wrong in its own words)."""
     dtype = dtype_from_onnx(tensor.data_type)
-    itemsize = ITEMSIZE.get(dtype)
+    itemsize = ITEMSIZE.get(dtype) if dtype is not None else None
     dims = tuple(int(d) for d in tensor.dims)
-    if itemsize is None or length is None or tensor.data_location == TensorProto.EXTERNAL \
+    if dtype is None or itemsize is None or length is None \
+            or tensor.data_location == TensorProto.EXTERNAL \
             or any(d < 0 for d in dims) or length != math.prod(dims) * itemsize:
         return None
     return DeferredArray(dims, dtype, read)
@@ -189,6 +190,7 @@ def _initializer(tensor: TensorProto, external: _ExternalData, lifted: _Lifted |
             return tensor_to_array(tensor)
         length = len(tensor.raw_data) if defer and tensor.HasField("raw_data") else None
     else:
+        assert lifted is not None  # the spans are lifted's
         def read():
             return _view(tensor, lifted, span, label)
         length = span[1]
@@ -286,6 +288,7 @@ class _GraphReader:
             span = spans.get(index)
             view = None
             if span is not None:
+                assert self.lifted is not None  # the spans are its
                 lifted_attr = _lifted_attribute(n)
                 view = lifted_attr.name, _view(lifted_attr.t, self.lifted, span, self.label)
             if _is_constant_node(n):
@@ -319,7 +322,12 @@ class _GraphReader:
 
     def finish(self) -> Model:
         for vi in self.gp.output:
-            self.graph.outputs.append(self.get(vi.name))
+            output = self.get(vi.name)
+            if output is None:  # the IR cannot hold a nameless output: validate() reports it
+                self.model.load_issues.append(ValidationIssue(
+                    "", "", "graph-output", "a graph output has an empty name"))
+                continue
+            self.graph.outputs.append(output)
         self.model.load_issues += [
             ValidationIssue("", "", "duplicate-name", f"{count} initializers are named "
                             f"'{name}' (the graph may define each name once)")
@@ -396,6 +404,6 @@ def _read_metadata(proto: ModelProto, model: Model, text, label: str) -> None:
             except ModelLoadError as exc:
                 raise ModelLoadError(f"{label}: {exc}") from None
             if entry.key == KEY_IO_PERMUTATIONS:
-                model.io_permutations = value
+                model.io_permutations = value  # type: ignore[assignment]  # its reader checked
                 continue
         model.metadata[entry.key] = entry.value

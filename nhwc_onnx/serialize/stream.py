@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -67,11 +67,17 @@ def _split(message, before: tuple[str, ...], skip: str) -> tuple[bytes, bytes]:
 # slower (docs/benchmarks.md, "Measured choices in the code").
 # The tiled copies and the kernel's copy into the page cache are both memory-bound: on two cores
 # each slowed the other by about as much as they overlapped, and the GIL hand-overs cost CPU.
+class Writable(Protocol):
+    """What the writers here need of a file: its ``write`` (a file or an EarlyWriteback)."""
+
+    def write(self, data: Any, /) -> int: ...
+
+
 class ArrayWriter:
     """Writes arrays as ONNX raw bytes (C order, little endian) to ``handle``; arrays that are
     not already laid out that way are converted in row chunks through one reused buffer."""
 
-    def __init__(self, handle: BinaryIO, chunk_bytes: int | None = None):
+    def __init__(self, handle: Writable, chunk_bytes: int | None = None):
         self.handle = handle
         self.chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
         self._buffer: np.ndarray | None = None
@@ -83,7 +89,8 @@ class ArrayWriter:
         if arr.size == 0:
             return
         if scaled is None and arr.flags.c_contiguous and _same_bytes(arr.dtype, target):
-            self._write(memoryview(arr.reshape(-1)).cast("B"))
+            # numpy's stubs give ndarray the buffer protocol for Python >= 3.12 only
+            self._write(memoryview(arr.reshape(-1)).cast("B"))  # type: ignore[arg-type]
             return
         if arr.ndim == 0:
             arr = arr.reshape(1)
@@ -108,7 +115,8 @@ class ArrayWriter:
             _copy_into(out, part)
             if scaled is not None:  # the folded weight, computed in the buffer
                 scaled.scale_into(out, slice(start, start + rows))
-            self._write(memoryview(self._buffer)[:part.nbytes])
+            # numpy's stubs again (see above)
+            self._write(memoryview(self._buffer)[:part.nbytes])  # type: ignore[arg-type]
             del out
 
     def _write(self, data: memoryview) -> None:
@@ -199,7 +207,7 @@ def _same_bytes(dtype: np.dtype, little: np.dtype) -> bool:
     return dtype.byteorder != ">" or dtype.itemsize == 1
 
 
-def write_streaming(handle: BinaryIO, build: Callable[[Callable], ModelProto]) -> None:
+def write_streaming(handle: Writable, build: Callable[[Callable], ModelProto]) -> None:
     """``build(defer)`` returns the ModelProto whose deferred tensors hold only a header;
     ``defer(array, tensor)`` marks a tensor whose data is written here from ``array``."""
     deferred: dict[int, np.ndarray] = {}

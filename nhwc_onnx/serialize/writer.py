@@ -103,6 +103,7 @@ def _write_weights(
                            v.name)
         return {domain} if constants else set()
     for v in constants:
+        assert v.const is not None  # Graph.constants: values with an array
         tensor = gp.initializer.add()
         if external is not None and v.const.nbytes >= EXTERNAL_MIN_TENSOR_BYTES:
             fill_tensor_header(tensor, v.const, v.name)
@@ -218,7 +219,7 @@ def save(
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputPathError(f"{path}: cannot create the output folder ({_reason(exc)})") from None
-    weight_bytes = sum(v.const.nbytes for v in model.graph.constants())
+    weight_bytes = sum(v.const.nbytes for v in model.graph.constants() if v.const is not None)
     use_external = weight_bytes > external_threshold
     if use_external and weights_as_constants:
         raise OutputPathError(

@@ -59,8 +59,14 @@ def op_summary_line(schema: OpSchema) -> str:
     return f"{line}  [{attrs}]" if attrs else line
 
 
+def _layout_class(schema: OpSchema) -> str:
+    """The layout class a dialect op declares (only core schemas leave it None)."""
+    assert schema.layout is not None, f"dialect op {schema.name} declares no layout class"
+    return schema.layout.value
+
+
 def op_text_details(schema: OpSchema) -> str:
-    lines = [f"{schema.name}  (domain {schema.domain}, layout class {schema.layout.value})",
+    lines = [f"{schema.name}  (domain {schema.domain}, layout class {_layout_class(schema)})",
              f"  {schema.doc}"]
     lines.append("  inputs:")
     for p in schema.inputs:
@@ -79,7 +85,7 @@ def op_text_details(schema: OpSchema) -> str:
 def dialect_ops_json(schemas: list[OpSchema]) -> str:
     """The dialect ops as JSON: ports, attributes and layout class of each."""
     return json.dumps([{
-        "op": s.name, "domain": s.domain, "layout": s.layout.value,
+        "op": s.name, "domain": s.domain, "layout": _layout_class(s),
         "inputs": [port_label(p) for p in s.inputs], "outputs": [port_label(p) for p in s.outputs],
         "attributes": {n: attr_label(n, a) for n, a in s.attrs.items()}, "doc": s.doc,
     } for s in schemas], indent=2)
@@ -102,7 +108,7 @@ def _cell(text: Any) -> str:
 
 
 def _op_markdown(schema: OpSchema) -> list[str]:
-    layout = schema.layout.value
+    layout = _layout_class(schema)
     out = [f"## {schema.name}", "", schema.doc, "",
            f"Layout class: **{layout}** ({_LAYOUT_NOTES.get(layout, '')}).", ""]
     for title, ports in (("Inputs", schema.inputs), ("Outputs", schema.outputs)):
@@ -159,7 +165,7 @@ def generate_markdown() -> str:
         outs = ", ".join(port_label(p) for p in s.outputs)
         attrs = ", ".join(s.attrs) or "-"
         anchor = s.name.lower()
-        out.append(f"| [{s.name}](#{anchor}) | {ins} | {outs} | {attrs} | {s.layout.value} |")
+        out.append(f"| [{s.name}](#{anchor}) | {ins} | {outs} | {attrs} | {_layout_class(s)} |")
     out.append("")
     for s in schemas:
         out += _op_markdown(s)

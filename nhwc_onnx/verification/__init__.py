@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -164,7 +164,7 @@ def _check_arguments(*, atol, rtol, samples, feeds, seed, **flags) -> None:
     for name, value in (("atol", atol), ("rtol", rtol)):
         if not isinstance(value, numbers.Real) or isinstance(value, bool):
             raise wrong(name, "a number >= 0", value)
-        if not value >= 0:  # a negative or NaN tolerance would fail (or pass) everything
+        if not float(value) >= 0:  # a negative or NaN tolerance would fail (or pass) everything
             raise UsageError(f"{value} is not a number >= 0", param_hint=name)
     if seed is not None and (isinstance(seed, bool) or not hasattr(type(seed), "__index__")):
         raise wrong("seed", "an int", seed)
@@ -241,7 +241,7 @@ class _SideBySide:
     def run_source(self, batch: int | None, index: int, fetches) -> dict[str, np.ndarray]:
         return self.reference.run(self.source_feeds(batch, index), fetches)
 
-    def run_ours(self, batch: int | None, index: int, extra: list[str] = ()
+    def run_ours(self, batch: int | None, index: int, extra: Sequence[str] = ()
                  ) -> dict[str, np.ndarray]:
         from ..runtime import run
 
@@ -301,7 +301,7 @@ def _source_layout_shapes(model: Model, perms) -> dict[str, tuple]:
     """Each input's shape as the source takes it (a symbolic batch stays a name)."""
     shapes = {}
     for v in model.graph.inputs:
-        symbolic_batch = bool(v.shape) and isinstance(v.shape[0], str)
+        symbolic_batch = v.shape is not None and bool(v.shape) and isinstance(v.shape[0], str)
         if v.shape is None or not all(isinstance(d, int) for d in v.shape[symbolic_batch:]):
             raise ModelLoadError(f"input '{v.name}' has no static shape; pass --input-shape")
         perm = perms.get(v.name)  # axis 0 stays first (the batch)

@@ -66,7 +66,9 @@ class Spread:
 
     def __init__(self):
         self.count = 0
-        self.total = self.low = self.high = None
+        self.total: np.ndarray | None = None
+        self.low: np.ndarray | None = None
+        self.high: np.ndarray | None = None
         self.scale = 0.0  # max |value| over the samples: what rtol multiplies
         self.unusable = False  # an empty or non-finite output: no spread to speak of
 
@@ -86,6 +88,7 @@ class Spread:
             self.total, self.low, self.high = array, array.copy(), array.copy()
             return
         self.total += array
+        assert self.low is not None and self.high is not None  # set with total
         np.minimum(self.low, array, out=self.low)
         np.maximum(self.high, array, out=self.high)
 
@@ -94,6 +97,8 @@ class Spread:
         NEAR_CONSTANT_TOLERANCES tolerances from its centre."""
         if self.unusable or not self.count:
             return None
+        # a usable sample was added: add() set them
+        assert self.total is not None and self.low is not None and self.high is not None
         if self.count > 1:
             centre = self.total / self.count
             spread = float(max((self.high - centre).max(), (centre - self.low).max()))

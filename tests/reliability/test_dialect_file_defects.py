@@ -155,6 +155,22 @@ def test_duplicate_definitions_are_a_rule_violation(edit, tmp_path, run_cli):
     assert folder_listing(tmp_path / "out") == []
 
 
+def test_nameless_graph_output_is_a_rule_violation_not_an_internal_error(tmp_path, run_cli):
+    def nameless_output(model):
+        model.graph.output[0].name = ""
+
+    path = _write(tmp_path, nameless_output)
+    result = run_cli("check", "--format", "json", path)
+    assert result.exit_code == EXIT_INVALID, result.output
+    (entry,) = json.loads(result.stdout)["files"]
+    assert [i["rule"] for i in entry["issues"]] == ["graph-output"], entry["issues"]
+    for command in ("run", "lower"):
+        refused = run_cli(*_command(command, path, tmp_path))
+        assert refused.exit_code == EXIT_INVALID, refused.output
+        assert "empty name" in refused.stderr and "internal error" not in refused.stderr
+    assert folder_listing(tmp_path / "out") == []
+
+
 def test_one_definition_per_name_still_passes(tmp_path, run_cli):
     """The guard flags duplicates only: the untouched example and the same weight held by a
     Constant node (a name defined once, another way) are valid."""

@@ -8,7 +8,7 @@ and every Value remembers its blob in ``meta["source_name"]`` so a verifier can 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,8 @@ MAX_ACTIVATION = 1 << 32
 
 class CaffeBuilder:
     def __init__(self, graph: Graph, weights: WeightSource,
-                 input_shapes: dict[str, list[int]] | None = None, batch: int | None = None,
+                 input_shapes: Mapping[str, Sequence[int]] | None = None,
+                 batch: int | None = None,
                  batch_probe: int | None = None):
         self.graph = graph
         self.weights = weights
@@ -70,10 +71,11 @@ class CaffeBuilder:
         symbol = batch_symbol(declared, override, self.batch)
         if symbol is not None:
             self.batch_symbols[name] = symbol
-        shape = [int(d) for d in shape]
-        if any(d <= 0 for d in shape) or any(d > 1 << 31 for d in shape):
-            raise InvalidModelError(f"input '{name}' has an invalid shape {shape}")
-        return tuple(shape)
+        sizes = [int(d) for d in shape if d is not None]
+        if len(sizes) != len(shape) or any(d <= 0 for d in sizes) \
+                or any(d > 1 << 31 for d in sizes):
+            raise InvalidModelError(f"input '{name}' has an invalid shape {list(shape)}")
+        return tuple(sizes)
 
     def define_input(self, name: str, shape: Sequence[int]) -> Value:
         layout = "NCHW" if len(shape) == 4 else None

@@ -89,8 +89,9 @@ class Calibration:
             return
         self._done.add(layer.name)
         tops = [self.builder.blobs.get(top) for top in layer.top]
-        values = [self._evaluate(top) for top in tops]  # with the weights as generated
-        if any(v is None for v in values):
+        found = [self._evaluate(top) for top in tops]  # with the weights as generated
+        values = [v for v in found if v is not None]
+        if len(values) != len(found):
             return
         axis = 1 if layer.type != "InnerProduct" else values[0].ndim - 1
         shape = [1] * values[0].ndim
@@ -165,7 +166,7 @@ class Calibration:
             for out, array in zip(node.outputs, evaluate_node(node, arrays)):
                 self._values[id(out)] = (out, array)
             stack.pop()
-        return value.const if value.is_const else self._values[id(value)][1]
+        return value.const if value.const is not None else self._values[id(value)][1]
 
 
 class _OverBudget(Exception):
@@ -178,7 +179,8 @@ def _cost(node: Node, arrays: list) -> int:
     outputs = [v.shape for v in node.outputs]
     if any(shape is None or not all(isinstance(d, int) for d in shape) for shape in outputs):
         return MAX_WORK + 1  # unknown sizes: nothing to bound the work by
-    elements = max((int(np.prod(shape, dtype=np.float64)) for shape in outputs), default=0)
+    elements = max((int(np.prod(shape, dtype=np.float64)) for shape in outputs
+                    if shape is not None), default=0)  # none is None (returned above)
     if elements > MAX_ELEMENTS:
         return MAX_WORK + 1
     if node.op in ("Conv", "ConvTranspose") and len(arrays) > 1 and arrays[1] is not None:

@@ -65,6 +65,7 @@ def _net_inputs(b: CaffeBuilder, net: pb.NetParameter) -> None:
     names = list(net.input)
     if not names:
         return
+    shapes: list[list[int] | None]
     if len(net.input_shape):
         if len(net.input_shape) not in (1, len(names)):
             raise InvalidModelError(
@@ -159,7 +160,7 @@ def _selected_layers(net: pb.NetParameter, options: ConvertOptions) -> list[pb.L
         if unknown:  # else no layer would be kept, and the net would seem to have no inputs
             raise UsageError(f"--outputs names {', '.join(map(repr, unknown))}, which is not a "
                              "blob of this net")
-        layers = layers_for(layers, options.outputs)
+        layers = layers_for(layers, list(options.outputs))
     return layers
 
 

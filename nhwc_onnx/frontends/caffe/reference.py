@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,8 @@ class SourceReference:
         self._layers = layers
         self._versions = _version_names(net, layers)
         self._weights: np.ndarray | None = None
-        self._loaded = None  # (key, cv2 net) of the last run: samples reuse it
+        # (key, cv2 net, layer names) of the last run: samples reuse it
+        self._loaded: tuple[Any, Any, list[str]] | None = None
 
     def tensor_names(self) -> set[str]:
         """The converted model's tensor names that ``run`` can fetch."""
@@ -125,21 +127,21 @@ class SourceReference:
             del copy.include[:]
             del copy.exclude[:]
             for index, top in enumerate(layer.top):
-                fetcher = extra.get((position, index))
-                if fetcher is not None:  # an identity right after the layer: this version
-                    ref.layer.add(name=fetcher, type="Split", bottom=[top], top=[fetcher])
+                fetch = extra.get((position, index))
+                if fetch is not None:  # an identity right after the layer: this version
+                    ref.layer.add(name=fetch, type="Split", bottom=[top], top=[fetch])
         layer_names = [extra[self._versions[name][:2]] for name in fetches]
         return text_format.MessageToString(ref).encode(), layer_names
 
 
 def _version_names(net: pb.NetParameter, layers: list[pb.LayerParameter]
-                   ) -> dict[str, tuple[str, int, int]]:
+                   ) -> dict[str, tuple[int, int, int]]:
     """Converted tensor name -> (position of the layer in ``layers``, top index, number of
     tops) for every blob version a layer computes, named as the frontend's builder names them
     (``version_base``, then a suffix _1, _2 ... for a name taken, in layer order)."""
     seen: set[str] = set(net.input)
     used: set[str] = set(net.input)
-    names: dict[str, tuple[str, int, int]] = {}
+    names: dict[str, tuple[int, int, int]] = {}
 
     def fresh(base: str) -> str:
         name, i = base, 0

@@ -36,8 +36,8 @@ def source_graph(path: str, options: ConvertOptions) -> SourceGraph:
             inputs += outs  # Input / data layers
             shapes = [tuple(s.dim) for s in layer.input_param.shape]
             for k, tid in enumerate(outs):
-                shape = shapes[min(k, len(shapes) - 1)] if shapes else None
-                declared[tid] = ("float32", shape)
+                given = shapes[min(k, len(shapes) - 1)] if shapes else None
+                declared[tid] = ("float32", given)
         nodes.append(SourceNode(layer.name, layer.type, ins, outs))
     final = set(version.values())
     outputs = [t for n in nodes for t in n.outputs if t in final and t not in consumed]

@@ -6,12 +6,16 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...errors import InvalidModelError, UsageError
 from . import caffe_pb2 as pb
 from .wire import StoredLayer, read_caffemodel
+
+if TYPE_CHECKING:
+    from .calibration import Calibration
 
 # --weights random budget, in float32 elements: VGG16's largest blob is 103 M (2^26.6).
 MAX_RANDOM_BLOB = 1 << 28  # 1 GiB
@@ -38,14 +42,15 @@ class WeightSource:
         self.random = random
         self.placeholder = placeholder
         self.seed = seed
-        self._rng = None  # made on first use: numpy.random is slow to import
+        self._rng: np.random.Generator | None = None  # made on first use: slow to import
         self.by_name: dict[str, StoredLayer] = {}
         for layer in stored or []:
             self.by_name[layer.name] = layer  # a later copy wins, as in Caffe
         self.generated: dict[str, list[np.ndarray]] = {}  # what random mode produced
         self.random_total = 0  # elements generated so far
         self.used: set[str] = set()
-        self.calibration = None  # random mode: the forward pass that calibrates (calibration.py)
+        # random mode: the forward pass that calibrates (calibration.py)
+        self.calibration: Calibration | None = None
 
     @classmethod
     def placeholders(cls) -> WeightSource:
@@ -127,6 +132,7 @@ class WeightSource:
         if self._rng is None:
             self._rng = np.random.default_rng(self.seed)
         rng, shape = self._rng, spec.shape
+        a: np.ndarray  # float32 or float64: made float32 on return
         if spec.kind == "weight":
             # He-scaled uniform values (variance 2 / fan_in): 3x cheaper than normal ones,
             # which matters for VGG's 138 M weights.

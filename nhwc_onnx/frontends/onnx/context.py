@@ -9,7 +9,7 @@ static shapes (folded here only because a core attribute needs the number).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 import onnx
@@ -27,6 +27,7 @@ class ImportedGraph(Protocol):
 
     graph: Graph
     used_names: set[str]
+    folder: Any  # its ShapeFolder (folding.py): inferred shapes and element types
     probe: int | None
     batch_findings: list
 
@@ -117,7 +118,7 @@ class NodeCtx:
         folder, probe = self.importer.folder, self.importer.probe
         name = self.proto.input[index]
         meta = folder.batch_tags.get(name) if folder is not None and probe else None
-        if not meta or (batch_at_0 and batch_values.is_the_batch_at_0(
+        if not meta or probe is None or (batch_at_0 and batch_values.is_the_batch_at_0(
                 meta[batch_values.SLOPE], value, probe)):
             return
         self.importer.batch_findings.append(batch_values.attribute_finding(
@@ -146,7 +147,7 @@ class NodeCtx:
         """Whether any node or graph output reads this tensor."""
         return tensor in self.importer.used_names
 
-    def refuse(self, reason: str) -> None:
+    def refuse(self, reason: str) -> NoReturn:
         raise Refusal(reason)
 
     # -- writing ----------------------------------------------------------------------------
@@ -219,6 +220,7 @@ def check_shape_input(ctx: NodeCtx, index: int, what: str, lowest: int) -> None:
     name = ctx.proto.input[index]
     value = ctx.const(index)
     folder = ctx.importer.folder
+    dtype: str | None
     if value is not None:
         dtype = str(value.dtype)
     else:

@@ -191,8 +191,9 @@ class ShapeFolder:
         if node.input[0] in self.consts:
             return
         shape = self.static_shape(node.input[0])
+        assert self.probe is not None  # called only with one
         slopes = batch_values.shape_slopes(shape, self.probe, node.op_type)
-        if slopes is not None and node.op_type == "Shape":
+        if slopes is not None and shape is not None and node.op_type == "Shape":
             attrs = {a.name: a.i for a in node.attribute}
             slopes = slopes[slice(attrs.get("start", 0), attrs.get("end", len(shape)))]
         self.batch_tags[node.output[0]] = batch_values.tags(slopes, [],
@@ -202,6 +203,7 @@ class ShapeFolder:
         metas = [self.batch_tags.get(i, {}) for i in node.input]
         if not any(metas):
             return
+        assert self.probe is not None  # called only with one
         arrays = [feeds.get(i) if i else None for i in node.input]
         cast = ""
         if node.op_type == "Cast":
@@ -219,7 +221,7 @@ class ShapeFolder:
         ins = batch_values.Inputs(
             node.op_type, arrays, [m.get(batch_values.SLOPE) for m in metas], evaluate,
             () if node.op_type == "Concat" else tuple(range(1, len(names))), cast,
-            whole=len(arrays) == 1 and np.ndim(arrays[0]) == 1)
+            whole=len(arrays) == 1 and arrays[0] is not None and np.ndim(arrays[0]) == 1)
         outs = [r for r in results if r is not None]
         for out, slope in zip([o for o in node.output if o],
                               batch_values.propagate(ins, outs, self.probe)):
@@ -316,7 +318,7 @@ def _data_propagation_is_bounded(graph: onnx.GraphProto) -> bool:
         if info.name in ranges and tt.HasField("shape") and len(tt.shape.dim) == 1:
             dim = tt.shape.dim[0]
             lengths[info.name] = dim.dim_value if dim.HasField("dim_value") else None
-    return all(lengths.get(name) is not None and lengths[name] <= MAX_FOLD_ELEMENTS
+    return all((length := lengths.get(name)) is not None and length <= MAX_FOLD_ELEMENTS
                for name in ranges)
 
 
@@ -327,7 +329,8 @@ def _predicted_size(node: onnx.NodeProto, feeds: dict[str, np.ndarray]) -> float
         if node.op_type in ("ConstantOfShape", "Expand") and ins and ins[-1] is not None:
             return float(np.prod(np.abs(ins[-1].astype(np.float64))))
         if node.op_type == "Tile" and len(ins) > 1 and ins[1] is not None:
-            return float(np.size(ins[0])) * float(np.prod(np.abs(ins[1].astype(np.float64))))
+            data = float(np.size(ins[0])) if ins[0] is not None else 1.0  # np.size(None) is 1
+            return data * float(np.prod(np.abs(ins[1].astype(np.float64))))
         if node.op_type == "Range" and len(ins) == 3 and all(v is not None for v in ins):
             start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in ins)
             return abs((limit - start) / delta) if delta else float("inf")

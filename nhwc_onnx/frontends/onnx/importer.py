@@ -92,7 +92,8 @@ class OnnxImporter:
         names = node_names(order)
         check_arity(order, names, self.opsets.get("", 0))  # ONNX inference reads them all
         self.used_names = {i for n in selected for i in n.input if i} | set(self._output_names())
-        self.folder = ShapeFolder(self.proto, self.consts, {v.name: v.shape for v in inputs},
+        self.folder = ShapeFolder(self.proto, self.consts, {v.name: v.shape for v in inputs
+                                                             if v.shape is not None},
                                   self.opsets, self.probe)
         self._make_values(g, order, inputs)
         refused = self._convert(selected, names)
@@ -197,9 +198,10 @@ class OnnxImporter:
         unknown = [i for i, d in enumerate(shape) if d is None]
         if unknown:
             raise InvalidModelError(unknown_dims_message(name, declared, override, unknown))
-        if any(d < 0 for d in shape):
+        sizes = [d for d in shape if d is not None]  # all of them (refused above otherwise)
+        if any(d < 0 for d in sizes):
             raise InvalidModelError(f"input '{name}' has a negative dimension: {_fmt(shape)}")
-        count = int(np.prod([max(d, 1) for d in shape], dtype=np.float64))
+        count = int(np.prod([max(d, 1) for d in sizes], dtype=np.float64))
         if count > MAX_ELEMENTS:
             raise InvalidModelError(
                 f"input '{name}' shape {_fmt(shape)} has {count} elements; refused as absurd")

@@ -38,7 +38,7 @@ def read_model(path: str, external: dict | None = None) -> onnx.ModelProto:
     lifted = _lift_weights(data) if external is not None else None
     model = parse_model_bytes(data if lifted is None else lifted.skeleton, path, data[:8])
     load_external_data(model, os.path.dirname(os.path.abspath(path)), path, external)
-    if lifted is not None:
+    if lifted is not None and external is not None:  # lifted only with external
         _view_lifted(model, data, lifted, external, path)
     return model
 
@@ -212,7 +212,7 @@ def load_external_data(model: onnx.ModelProto, base_dir: str, label: str,
         dtype = _np_dtype(tensor)
         span = external_span(base_dir, info, tensor.dims,
                              dtype.itemsize if dtype is not None else None, where)
-        if tensor.name in initializers and dtype is not None:
+        if tensor.name in initializers and dtype is not None and arrays is not None:
             arrays[tensor.name] = span.array(dtype, tuple(tensor.dims), where)  # mapped
             continue
         tensor.raw_data = span.read(where)

@@ -92,11 +92,11 @@ def resize(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     if scales is not None:
         attrs["scales"] = _full_rank(ctx, _checked_scales(ctx, scales), axes, None)
     else:
-        sizes = ints(sizes)
-        if any(d < 1 for d in sizes):
+        wanted = ints(sizes)
+        if any(d < 1 for d in wanted):
             raise InvalidAttributeError(
-                f"node '{ctx.name}' ({ctx.op}): output sizes {sizes} must all be >= 1")
-        attrs["sizes"] = _full_rank(ctx, sizes, axes, ctx.shape(0))
+                f"node '{ctx.name}' ({ctx.op}): output sizes {wanted} must all be >= 1")
+        attrs["sizes"] = _full_rank(ctx, wanted, axes, ctx.shape(0))
     ctx.emit("Resize", [ctx.require_input(0, "X")], attrs)
 
 
@@ -145,7 +145,7 @@ def _effective_scales(ctx: NodeCtx, scales, sizes) -> list[float]:
         return [0.0]
     if axes is not None:
         rank = len(shape)
-        shape = [shape[a + rank if a < 0 else a] for a in ints(axes)]
+        shape = tuple(shape[a + rank if a < 0 else a] for a in ints(axes))
     if len(shape) != len(sizes):
         return [0.0]
     return [size / dim for size, dim in zip(sizes, shape)]

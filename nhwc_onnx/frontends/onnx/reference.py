@@ -10,6 +10,7 @@ fetched, and only the nodes between them are kept. Graph inputs pinned with
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,8 @@ class SourceReference:
         self.path = path
         self.constants = dict(options.constant_inputs)
         self._names: set[str] | None = None
-        self._session = None  # (key, session) of the last run: samples reuse it
+        # (key, session) of the last run: samples reuse it
+        self._session: tuple[Any, Any] | None = None
 
     def run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str]) -> dict:
         try:

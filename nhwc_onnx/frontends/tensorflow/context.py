@@ -32,13 +32,19 @@ class TFContext:
         # tagged (schemas.batch_values), and those taken as attributes are findings
         self.probe: int | None = options.batch_probe if options.batch is None else None
         self.batch_findings: list = []
-        self.node: TFNode | None = None
+        self._node: TFNode | None = None
         self._own_name_free = False
 
     # -- the current node ---------------------------------------------------------------------
     def begin(self, node: TFNode) -> None:
-        self.node = node
+        self._node = node
         self._own_name_free = True
+
+    @property
+    def node(self) -> TFNode:
+        """The node being converted (the ops below are only called while one is)."""
+        assert self._node is not None, "no TensorFlow node is being converted"
+        return self._node
 
     @property
     def name(self) -> str:
@@ -192,11 +198,13 @@ class TFContext:
 
     def _tag_batch_values(self, node: Node) -> None:
         """Known values computed from the batch's size carry their slope in N."""
-        outs = [self.known.get(id(v)) for v in node.outputs]
-        if any(a is None for a in outs):
+        found = [self.known.get(id(v)) for v in node.outputs]
+        outs = [a for a in found if a is not None]
+        probe = self.probe
+        if len(outs) != len(found) or probe is None:  # (called only with a probe)
             return
         here = (node.name, node.doc or node.op)
-        for v, tag in zip(node.outputs, batch_values.tag_folded(node, outs, self.probe,
+        for v, tag in zip(node.outputs, batch_values.tag_folded(node, outs, probe,
                                                                  self.value_of)):
             # said by the TensorFlow node's name, not that of a helper node it emitted
             v.meta.update({k: (self.name, self.node.op)

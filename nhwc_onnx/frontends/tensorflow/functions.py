@@ -77,6 +77,8 @@ class Inliner:
             if total > MAX_INLINED_NODES:
                 break
         if total > MAX_INLINED_NODES:
+            # the nodes alone are within MAX_SOURCE_NODES (read bound): a call pushed it over
+            assert biggest is not None
             size, name, caller = biggest
             raise InvalidModelError(
                 f"function '{name}' (called by node '{caller}') expands to {size} nodes when "
@@ -158,7 +160,7 @@ class Inliner:
         body_ops = {n.name: n.op for n in fdef.node_def}
 
         for body in fdef.node_def:
-            inputs: list[Ref] = []
+            inputs = []
             controls: list[str] = []
             for text in body.input:
                 if text.startswith("^"):

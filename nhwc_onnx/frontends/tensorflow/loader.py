@@ -127,8 +127,10 @@ def _input_shape(ctx: TFContext, node: TFNode, ref: Ref
         raise InvalidModelError(f"input '{node.name}' has an unknown rank; {hint} (-1 first "
                                 "keeps the batch symbolic)")
     options = ctx.options
-    dims = list(input_shape(declared, override, options.batch, probe=options.batch_probe,
-                            name=node.name))
+    shape = input_shape(declared, override, options.batch, probe=options.batch_probe,
+                        name=node.name)
+    assert shape is not None  # declared or overridden: refused above otherwise
+    dims = list(shape)
     unknown = [i for i, d in enumerate(dims) if d is None]
     if unknown:
         shown = override if override is not None else declared
@@ -140,9 +142,10 @@ def _input_shape(ctx: TFContext, node: TFNode, ref: Ref
             f"may stay symbolic: give the others with --input-shape {node.name}={example} "
             "(each D a size, in the graph's layout; -1 keeps the batch symbolic, a number "
             "fixes it)")
-    if any(d > MAX_DIM for d in dims):
-        raise InvalidModelError(f"input '{node.name}' has an absurd shape {dims}")
-    return tuple(dims), batch_symbol(declared, override, options.batch)
+    sizes = [d for d in dims if d is not None]  # all of them: refused above otherwise
+    if any(d > MAX_DIM for d in sizes):
+        raise InvalidModelError(f"input '{node.name}' has an absurd shape {sizes}")
+    return tuple(sizes), batch_symbol(declared, override, options.batch)
 
 
 def _make_inputs(ctx: TFContext, prepared: PreparedGraph, layout: str) -> set[str]:

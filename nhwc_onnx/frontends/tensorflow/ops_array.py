@@ -1,6 +1,8 @@
 """Shapes and data movement: reshape, squeeze, concat, pack, split, pad, slice, gather ..."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...errors import InvalidModelError
@@ -106,7 +108,8 @@ def _split(ctx: TFContext, x_index: int, axis: int, sizes: list[int]) -> list[Va
     x = ctx.input(x_index)
     if len(sizes) == 1:
         return [x]
-    return ctx.emit("Split", [x], {"axis": axis, "split": sizes}, outputs=len(sizes)).outputs
+    return list(ctx.emit("Split", [x], {"axis": axis, "split": sizes},
+                         outputs=len(sizes)).outputs)
 
 
 @REGISTRY.register("Split", emits=("Split",))
@@ -138,7 +141,7 @@ def convert_split_v(ctx: TFContext, node: TFNode) -> list[Value]:
 def convert_pad(ctx: TFContext, node: TFNode) -> list[Value]:
     """Constant or mirrored padding (MirrorPad REFLECT / SYMMETRIC, the core Pad modes
     'reflect' / 'symmetric'); the paddings matrix becomes all begins then all ends."""
-    attrs = {}
+    attrs: dict[str, Any] = {}
     if node.op == "MirrorPad":
         mode = ctx.attrs.str("mode", "REFLECT")
         if mode not in ("REFLECT", "SYMMETRIC"):

@@ -1,6 +1,8 @@
 """Convolutions, pooling, batch norm, bias, resize and block rearrangements."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...errors import InvalidModelError
@@ -183,7 +185,7 @@ def convert_resize(ctx: TFContext, node: TFNode) -> list[Value]:
     half = bool(ctx.attrs.bool("half_pixel_centers", False))
     if align and half:
         raise Refusal("align_corners and half_pixel_centers are both set")
-    attrs = {"sizes": [shape[0], size[0], size[1], shape[3]]}
+    attrs: dict[str, Any] = {"sizes": [shape[0], size[0], size[1], shape[3]]}
     if node.op == "ResizeBilinear":
         attrs["mode"] = "linear"
         attrs["coordinate_transformation_mode"] = (
@@ -207,7 +209,8 @@ def convert_resize(ctx: TFContext, node: TFNode) -> list[Value]:
 def convert_block_rearrange(ctx: TFContext, node: TFNode) -> list[Value]:
     """SpaceToDepth / DepthToSpace (TF's is mode DCR)."""
     fmt = data_format(ctx)
-    attrs = {"blocksize": int(ctx.attrs.int("block_size", 0)), "data_format": fmt}
+    attrs: dict[str, Any] = {"blocksize": int(ctx.attrs.int("block_size", 0)),
+                             "data_format": fmt}
     if attrs["blocksize"] < 2:
         raise Refusal(f"block_size {attrs['blocksize']} is not >= 2")
     if node.op == "DepthToSpace":

@@ -27,10 +27,12 @@ def plan_strided_slice(begin, end, strides, masks: dict, rank: int | None):
         raise Refusal("an ellipsis needs the input's rank, which is unknown")
     consuming = sum(1 for i in range(n)
                     if not _bit(masks["new_axis_mask"], i) and not _bit(ellipsis, i))
+    final: list[tuple[str, int | None]]
     axes, starts, ends, steps, shrink, final = [], [], [], [], [], []
     axis = 0
     for i in range(n):
         if _bit(ellipsis, i):
+            assert rank is not None  # refused above without it
             for _ in range(rank - consuming):
                 final.append(("in", axis))
                 axis += 1

@@ -85,7 +85,7 @@ def fuse_atrous(nodes: list[TFNode]) -> list[TFNode]:
         block_after = _const_value(by_name, b2s.inputs[1][0])
         pads = _const_value(by_name, s2b.inputs[2][0])
         crops = _const_value(by_name, b2s.inputs[2][0])
-        if any(v is None for v in (block, block_after, pads, crops)):
+        if block is None or block_after is None or pads is None or crops is None:
             continue
         if block.shape != (2,) or not np.array_equal(block, block_after) or pads.shape != (2, 2) \
                 or crops.shape != (2, 2) or (block < 1).any() or (pads < 0).any() \

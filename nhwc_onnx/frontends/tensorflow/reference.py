@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,7 @@ class SourceReference:
         self._nodes: set[str] | None = None
         self._frozen = None  # the frozen graph of a Keras model or SavedModel
         self._callable: _CallableReference | None = None
-        self._session = None  # (fed shapes, session) of the imported graph
+        self._session: tuple[Any, Any] | None = None  # (fed shapes, session) of the graph
 
     def run(self, feeds: Mapping[str, np.ndarray], fetches: Sequence[str]) -> dict:
         tf = _import_tensorflow()

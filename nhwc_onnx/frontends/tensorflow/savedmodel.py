@@ -184,11 +184,11 @@ def load_frozen(path: str, options: ConvertOptions) -> FrozenModel:
     label = os.path.basename(os.path.normpath(path))
     graph_def, buffer = parse_graphdef_bytes(data, label)
     if not options.outputs:
-        options = dataclasses.replace(options, outputs=[t.name for t in frozen.outputs])
+        options = dataclasses.replace(options, outputs=tuple(t.name for t in frozen.outputs))
     else:  # --outputs may name an output as users know it ("probs", "scores")
         tensors = {user: tensor for tensor, user in user_names.items()}
-        options = dataclasses.replace(options, outputs=[tensors.get(n, n)
-                                                        for n in options.outputs])
+        options = dataclasses.replace(options, outputs=tuple(tensors.get(n, n)
+                                                             for n in options.outputs))
     return FrozenModel(graph_def, buffer, label, options, user_names)
 
 

@@ -6,8 +6,9 @@ does it: the last value repeats to fill the shape (MIGraphX's test graphs rely o
 """
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard, overload
 
 import numpy as np
 
@@ -66,11 +67,15 @@ def shape_from_proto(shape_proto) -> tuple[int | None, ...] | None:
     return tuple(None if d.size < 0 else int(d.size) for d in shape_proto.dim)
 
 
+def _all_known(shape: tuple[int | None, ...]) -> TypeGuard[tuple[int, ...]]:
+    return all(d is not None for d in shape)
+
+
 def tensor_to_numpy(tensor, what: str = "tensor", buffer=None) -> np.ndarray:
     """Decode a TensorProto into a numpy array (a view of ``buffer`` for lifted contents)."""
     dtype = numpy_dtype(tensor.dtype, what)
     shape = shape_from_proto(tensor.tensor_shape)
-    if shape is None or any(d is None for d in shape):
+    if shape is None or not _all_known(shape):
         raise InvalidModelError(f"{what} has an unknown shape")
     count = 1
     for d in shape:
@@ -195,35 +200,62 @@ class Attrs:
                                    self._buffer)
         return getattr(value, kind)
 
-    def int(self, name: str, default: int | None = None) -> int | None:
+    # Given a default, the typed getters return a value (the attribute's, else the default).
+    @overload
+    def int(self, name: str, default: builtins.int) -> builtins.int: ...
+    @overload
+    def int(self, name: str, default: None = None) -> builtins.int | None: ...
+
+    def int(self, name: str, default: builtins.int | None = None) -> builtins.int | None:
         return self.get(name, "i", default)
 
-    def float(self, name: str, default: float | None = None) -> float | None:
+    @overload
+    def float(self, name: str, default: builtins.float) -> builtins.float: ...
+    @overload
+    def float(self, name: str, default: None = None) -> builtins.float | None: ...
+
+    def float(self, name: str, default: builtins.float | None = None) -> builtins.float | None:
         return self.get(name, "f", default)
 
-    def bool(self, name: str, default: bool | None = None) -> bool | None:
+    @overload
+    def bool(self, name: str, default: builtins.bool) -> builtins.bool: ...
+    @overload
+    def bool(self, name: str, default: None = None) -> builtins.bool | None: ...
+
+    def bool(self, name: str, default: builtins.bool | None = None) -> builtins.bool | None:
         return self.get(name, "b", default)
 
-    def str(self, name: str, default: str | None = None) -> str | None:
+    @overload
+    def str(self, name: builtins.str, default: builtins.str) -> builtins.str: ...
+    @overload
+    def str(self, name: builtins.str, default: None = None) -> builtins.str | None: ...
+
+    def str(self, name: builtins.str, default: builtins.str | None = None) -> builtins.str | None:
         return self.get(name, "s", default)
 
-    def ints(self, name: str, default: list | None = None) -> list | None:
+    @overload
+    def ints(self, name: builtins.str, default: list) -> list: ...
+    @overload
+    def ints(self, name: builtins.str, default: None = None) -> list | None: ...
+
+    def ints(self, name: builtins.str, default: list | None = None) -> list | None:
         return self.get(name, "list", default)
 
-    def dtype(self, name: str, default: np.dtype | None = None) -> np.dtype | None:
+    def dtype(self, name: builtins.str, default: np.dtype | builtins.str | None = None
+              ) -> np.dtype | builtins.str | None:
         value = self.raw(name)
         if value is None or value.WhichOneof("value") != "type":
             return default
         return numpy_dtype(value.type, f"attribute '{name}' of node '{self.node_name}'")
 
-    def shape(self, name: str):
+    def shape(self, name: builtins.str):
         """(found, shape): shape is a tuple with None dims, or None for an unknown rank."""
         value = self.raw(name)
         if value is None or value.WhichOneof("value") != "shape":
             return False, None
         return True, shape_from_proto(value.shape)
 
-    def tensor(self, name: str) -> np.ndarray | None:
+    def tensor(self, name: builtins.str) -> np.ndarray | None:
         return self.get(name, "tensor")
 
 

@@ -32,7 +32,8 @@ def _permutes(node: Node, perm: list[int]) -> bool:
         return _perm_of(node) == perm
     if node.op != "Reshape" or not node.inputs:
         return False
-    src, out = node.inputs[0].shape, node.outputs[0].shape
+    x = node.inputs[0]
+    src, out = (x.shape if x is not None else None), node.outputs[0].shape
     if src is None or out is None or len(src) != len(perm):
         return False
     moved = [a for a in perm if src[a] != 1]
@@ -119,7 +120,7 @@ def _reads_as_1d_map(node: Node, index: int) -> bool:
     if node.op not in ("Reshape", "Unsqueeze"):
         return False
     x, out = node.inputs[0], node.outputs[0]
-    if x.shape is None or out.shape is None or len(out.shape) != 4:
+    if x is None or x.shape is None or out.shape is None or len(out.shape) != 4:
         return False
     n, c, length = x.shape
     lifted = tuple(out.shape) in ((n, c, 1, length), (n, c, length, 1))
@@ -199,9 +200,11 @@ def _relayout_output(state: LayoutWalk, index: int, v: Value, target: Perm) -> N
     state.coerce(reader, 0, target, f"graph output '{v.name}' is stored with permutation "
                  f"{list(state.sig(v))} of its source axes; {wanted} needs a layout Transpose")
     moved = reader.inputs[0]
+    assert moved is not None  # coerce() rewires the reader's input, never drops it
     graph.remove_node(reader)
-    if state.problems and state.problems[-1].node == reader.name and v.producer() is not None:
-        state.blamed.add(v.producer().name)  # so the hint can name the inputs behind it
+    producer = v.producer()
+    if state.problems and state.problems[-1].node == reader.name and producer is not None:
+        state.blamed.add(producer.name)  # so the hint can name the inputs behind it
     if moved is v:
         return
     name, meta = v.name, dict(v.meta)

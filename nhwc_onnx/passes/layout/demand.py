@@ -196,6 +196,7 @@ class _Search:
         if state.settled_layout(v):
             return state.sig(v)
         producer = v.producer()
+        assert producer is not None  # a value without one is settled
         rank = len(state.src_shape(v))
         if producer.op in ("Reshape", "Flatten"):
             # a Reshape of a stored (permuted) map keeps the bytes in its preferred layout

@@ -17,8 +17,8 @@ def reads_nchw_image(node: Node, index: int) -> bool:
     if index != 0:
         return False
     if node.op == "BatchNormalization":
-        rank = node.inputs[0].rank
-        return rank == 4 and node.attrs.get("axis", 1) in (1, -3)
+        x = node.inputs[0]
+        return x is not None and x.rank == 4 and node.attrs.get("axis", 1) in (1, -3)
     if node.op == "Resize":
         return _resizes_nchw_image(node)
     return is_spatial(node.op) and node.attrs.get("data_format", "NCHW") == "NCHW"
@@ -27,8 +27,9 @@ def reads_nchw_image(node: Node, index: int) -> bool:
 def _resizes_nchw_image(node: Node) -> bool:
     """A rank-4 Resize that keeps axes 0 and 1 and scales 2 or 3 (F.interpolate) resizes an
     NCHW image; the dialect's UpSampling2D wants it stored NHWC."""
-    shape = node.inputs[0].shape
-    if node.inputs[0].layout not in (None, NCHW) or shape is None or len(shape) != 4:
+    x = node.inputs[0]
+    shape = x.shape if x is not None else None
+    if x is None or x.layout not in (None, NCHW) or shape is None or len(shape) != 4:
         return False
     scales = node.attrs.get("scales")
     if scales is None and node.attrs.get("sizes") is not None:

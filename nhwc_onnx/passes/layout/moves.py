@@ -191,7 +191,7 @@ def _dense_consumers(state: LayoutWalk, node: Node):
         dense_like = (user.op == "MatMul" or (user.op == "Gemm" and not user.attrs.get("transA")))
         if index != 0 or not dense_like:
             return f"its result feeds '{user.name}' ({user.op}), not a Gemm/MatMul weight product"
-        if weight is None or not weight.is_const or weight.const.ndim != 2:
+        if weight is None or weight.const is None or weight.const.ndim != 2:
             return (f"the weight of '{user.name}' ({user.op}) is not a 2-D constant, so its rows "
                     "cannot be permuted")
     return uses if uses else "nothing reads its result"
@@ -258,17 +258,18 @@ def _dense_into_image(state: LayoutWalk, node: Node, src_in, src_out) -> bool:
     data, out = node.inputs[0], node.outputs[0]
     if len(src_in) != 2 or len(src_out) != 4 or src_in[0] != src_out[0]:
         return False
+    assert data is not None  # Reshape's data input is required
     producer = data.producer()
     if producer is None or data in state.graph.outputs or len(data.uses()) != 1:
         return False
     weight = producer.input(1)
     if producer.op not in ("Gemm", "MatMul") or producer.attrs.get("transA"):
         return False
-    if weight is None or not weight.is_const or weight.const.ndim != 2:
+    if weight is None or weight.const is None or weight.const.ndim != 2:
         return False
     bias = producer.input(2) if producer.op == "Gemm" else None
-    per_feature = bias is not None and bias.is_const and bias.const.size > 1
-    if bias is not None and not (bias.is_const and (bias.const.size == 1 or (
+    per_feature = bias is not None and bias.const is not None and bias.const.size > 1
+    if bias is not None and not (bias.const is not None and (bias.const.size == 1 or (
             bias.const.shape[-1] == src_in[1] and bias.const.size == src_in[1]))):
         return False
     if not downstream(out)[1] and wanted_layout(state, out) != NHWC:
@@ -278,6 +279,7 @@ def _dense_into_image(state: LayoutWalk, node: Node, src_in, src_out) -> bool:
     new_w = weight.const[order, :] if columns_first else weight.const[:, order]
     producer.set_input(1, state.constant(new_w, f"{weight.name}_nhwc"))
     if per_feature:
+        assert bias is not None and bias.const is not None  # per_feature says so
         producer.set_input(2, state.constant(bias.const[..., order], f"{bias.name}_nhwc"))
     _as_reshape(state, node, stored_shape(src_out, NHWC))
     outputs(state, node, NHWC)

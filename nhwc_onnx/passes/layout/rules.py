@@ -52,8 +52,9 @@ def identity_only(state: LayoutWalk, node: Node) -> None:
 
 @layout_rule(IMPLICIT, always_runs=True)
 def spatial(state: LayoutWalk, node: Node) -> None:
+    x = node.inputs[0]
+    assert x is not None  # the data input of a spatial op is required
     if node.attrs.get("data_format", "NCHW") == "NCHW":
-        x = node.inputs[0]
         sigma = state.sig(x)
         if (sigma[-1] == 1 and not same_bytes(state.src_shape(x), sigma, NHWC)
                 and is_pointwise_conv(state, node)):
@@ -71,7 +72,7 @@ def spatial(state: LayoutWalk, node: Node) -> None:
         state.changed = True
         outputs(state, node, NHWC)
     else:
-        state.coerce(node, 0, identity(4), f"{node.op} in NHWC reads '{node.inputs[0].name}', "
+        state.coerce(node, 0, identity(4), f"{node.op} in NHWC reads '{x.name}', "
                      "an NCHW feature map")
         outputs(state, node, ())
 
@@ -226,7 +227,8 @@ def gather(state: LayoutWalk, node: Node) -> None:
 def tile_expand(state: LayoutWalk, node: Node) -> None:
     data, arg = node.inputs
     sigma = state.sig(data)
-    values = None if not arg.is_const else [int(x) for x in np.asarray(arg.const).reshape(-1)]
+    values = None if arg is None or arg.const is None \
+        else [int(x) for x in np.asarray(arg.const).reshape(-1)]
     if values is None or len(values) != len(sigma):
         identity_only(state, node)
         return

@@ -88,10 +88,13 @@ class LayoutWalk:
                 self.src[id(v)] = tuple(v.shape)
 
     # -- queries --------------------------------------------------------------------------------
-    def src_shape(self, v: Value) -> tuple:
+    def src_shape(self, v: Value | None) -> tuple:
+        # rules pass a validated node's inputs: the ones they read are there
+        assert v is not None, "a layout rule read an absent input"
         return self.src.get(id(v), tuple(v.shape or ()))
 
-    def sig(self, v: Value) -> Perm:
+    def sig(self, v: Value | None) -> Perm:
+        assert v is not None, "a layout rule read an absent input"
         return self.sigma.get(id(v)) or identity(len(self.src_shape(v)))
 
     def settled_layout(self, v: Value) -> bool:
@@ -117,6 +120,7 @@ class LayoutWalk:
 
     def replace_const_input(self, node: Node, index: int, array: np.ndarray, tag: str) -> None:
         old = node.inputs[index]
+        assert old is not None  # the constant being replaced
         key = ("const", id(old), tag)
         if key not in self.cache:
             self.cache[key] = self.constant(array, f"{old.name}_nhwc")
@@ -132,7 +136,7 @@ class LayoutWalk:
         if v is None:
             return True
         rank = len(sigma_to)
-        if v.is_const:
+        if v.const is not None:
             if not is_identity(sigma_to) and v.const.ndim <= rank:
                 new = permute_const(v.const, rank, sigma_to)
                 if new.shape != v.const.shape or not np.array_equal(new, v.const):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...ir import Graph, Node, Value
 from ..base import PassContext
-from ..rewrite import become, channel_vector, const, const_of
+from ..rewrite import become, channel_vector, const, const_of, dims, present
 
 
 def _producer(v: Value | None, *ops: str) -> Node | None:
@@ -33,7 +33,7 @@ def _scalar(v: Value | None) -> float | None:
     return float(c.reshape(-1)[0])
 
 
-def _positive_test(cond: Value) -> Value | None:
+def _positive_test(cond: Value | None) -> Value | None:
     """x for a condition x > 0."""
     node = _producer(cond, "Greater")
     if node is None or _scalar(node.input(1)) != 0.0:
@@ -41,7 +41,7 @@ def _positive_test(cond: Value) -> Value | None:
     return node.input(0)
 
 
-def _times_constant(v: Value) -> tuple[float, Value] | None:
+def _times_constant(v: Value | None) -> tuple[float, Value | None] | None:
     """(a, y) for v = a * y: a selected Scale or a Mul by a one-valued constant."""
     node = _producer(v, "Scale", "Mul")
     if node is None:
@@ -50,17 +50,17 @@ def _times_constant(v: Value) -> tuple[float, Value] | None:
         return float(node.attrs.get("scale", 1.0)), node.input(0)
     for i in (0, 1):
         a = _scalar(node.input(i))
-        if a is not None and not node.input(1 - i).is_const:
+        if a is not None and const_of(node.input(1 - i)) is None:
             return a, node.input(1 - i)
     return None
 
 
-def _is_unit_elu(v: Value, x: Value) -> bool:
+def _is_unit_elu(v: Value | None, x: Value) -> bool:
     node = _producer(v, "Elu")
     return node is not None and node.input(0) is x and float(node.attrs.get("alpha", 1.0)) == 1.0
 
 
-def _is_exp_minus_one(v: Value, x: Value) -> bool:
+def _is_exp_minus_one(v: Value | None, x: Value) -> bool:
     node = _producer(v, "Sub", "Add")
     if node is None:
         return False
@@ -74,7 +74,7 @@ def where(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Where(x > 0, ...) forms of ELU and leaky ReLU; any other Where is left for legalisation."""
     cond, if_true, if_false = node.inputs
     x = _positive_test(cond)
-    if x is None or x.shape is None or tuple(x.shape) != tuple(node.output.shape):
+    if x is None or x.shape is None or tuple(x.shape) != tuple(dims(node.output)):
         return False
     if not (if_true is x or _is_unit_elu(if_true, x)):
         return False
@@ -103,9 +103,9 @@ def clipped_relu(node: Node) -> Value | None:
         if inner is None or len(inner.inputs) != 2:
             continue
         for j in (0, 1):
-            x = inner.input(j)
+            x = present(inner.input(j))
             if (_scalar(inner.input(1 - j)) == inner_bound and not x.is_const
-                    and x.shape is not None and tuple(x.shape) == tuple(node.output.shape)):
+                    and x.shape is not None and tuple(x.shape) == tuple(dims(node.output))):
                 return x
     return None
 
@@ -119,11 +119,12 @@ def prelu_sum(graph: Graph, node: Node, ctx: PassContext) -> bool:
         scaled = _slope_times(node.input(1 - i))
         if pos is None or scaled is None:
             continue
-        x, (slope, neg_relu) = pos.input(0), scaled
-        negation = _producer(_producer(neg_relu, "Relu") and neg_relu.producer().input(0), "Neg")
+        x, (slope, neg_relu) = present(pos.input(0)), scaled
+        relu = _producer(neg_relu, "Relu")
+        negation = _producer(relu.input(0) if relu is not None else None, "Neg")
         if negation is None or negation.input(0) is not x:
             continue
-        if x.shape is None or tuple(x.shape) != tuple(node.output.shape):
+        if x.shape is None or tuple(x.shape) != tuple(dims(node.output)):
             continue
         vec = channel_vector(slope, x.shape[-1], x.rank)
         if vec is None:
@@ -135,7 +136,7 @@ def prelu_sum(graph: Graph, node: Node, ctx: PassContext) -> bool:
     return False
 
 
-def _slope_times(v: Value) -> tuple[np.ndarray, Value] | None:
+def _slope_times(v: Value | None) -> tuple[np.ndarray, Value | None] | None:
     """(s, y) for v = s * y with s constant (a selected Scale or a Mul)."""
     node = _producer(v, "Scale", "Mul", "BatchNormalization")
     if node is None:
@@ -150,6 +151,6 @@ def _slope_times(v: Value) -> tuple[np.ndarray, Value] | None:
         return (scale, node.input(0)) if plain and scale is not None else None
     for j in (0, 1):
         c = const_of(node.input(j))
-        if c is not None and not node.input(1 - j).is_const:
+        if c is not None and const_of(node.input(1 - j)) is None:
             return c, node.input(1 - j)
     return None

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...ir import CORE, Graph, Node, ScaledWeight, Value
 from ...schemas.base import attr
-from ..rewrite import channel_vector, const, const_of, sole_consumer
+from ..rewrite import channel_vector, const, const_of, present, sole_consumer
 
 
 def channel_count(value: Value) -> int | None:
@@ -26,7 +26,7 @@ def node_affine(node: Node, kinds: tuple[str, ...]) -> tuple[Value, np.ndarray, 
     out = node.output.shape
     c, rank = out[-1], len(out)
     if node.op == "BatchNormalization":
-        x = node.input(0)
+        x = present(node.input(0))
         params = [const_of(v) for v in node.inputs[1:5]]
         axis = int(attr(node, "axis"))
         if any(p is None for p in params) or x.shape is None or axis not in (-1, rank - 1):
@@ -36,7 +36,7 @@ def node_affine(node: Node, kinds: tuple[str, ...]) -> tuple[Value, np.ndarray, 
         a = scale / np.sqrt(var + float(attr(node, "epsilon")))
         return x, a, bias - mean * a
     for i in (0, 1):
-        x, k = node.input(i), node.input(1 - i)
+        x, k = present(node.input(i)), node.input(1 - i)
         if node.op == "Sub" and i == 1:
             break  # c - x is not x*a + b with a = 1
         vec = channel_vector(const_of(k), c, rank)
@@ -78,7 +78,7 @@ def foldable(graph: Graph, x: Value, consumer: Node) -> Node | None:
         return prod if ok else None
     if prod.op == "MatMul":
         w = const_of(prod.input(1))
-        ok = w is not None and w.ndim == 2 and prod.input(0).rank == 2
+        ok = w is not None and w.ndim == 2 and present(prod.input(0)).rank == 2
         return prod if ok else None
     if prod.op == "BatchNormalization":
         return prod if node_affine(prod, ("BatchNormalization",)) is not None else None
@@ -89,7 +89,9 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
     """Absorb y = x*a + b (x = prod's output, y = consumer's output) into ``prod``."""
     name = prod.name
     if prod.op == "BatchNormalization":
-        _, a0, b0 = node_affine(prod, ("BatchNormalization",))
+        affine = node_affine(prod, ("BatchNormalization",))
+        assert affine is not None  # foldable() checked it
+        _, a0, b0 = affine
         c = a0.shape[0]
         prod.set_input(1, const(graph, a0 * a, f"{name}/scale"))
         prod.set_input(2, const(graph, b0 * a + b, f"{name}/B"))
@@ -99,6 +101,7 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
     elif prod.op in ("Conv", "ConvTranspose"):
         scale = not np.all(a == 1)  # a bias add (fuse_bias) leaves the weights untouched
         w = const_of(prod.input(1))
+        assert w is not None  # foldable() checked the weights are constant
         group = int(attr(prod, "group"))
         if prod.op == "Conv":
             layout = attr(prod, "weight_layout")
@@ -121,6 +124,7 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
         n = a.shape[0]
         old = np.zeros(n) if c_in is None else channel_vector(const_of(c_in), n, 2)
         beta = float(attr(prod, "beta")) if prod.op == "Gemm" else 1.0
+        assert old is not None  # foldable() checked C is one value per column
         bias = old * beta * a + b
         if scale:
             prod.set_input(1, const(graph, w, f"{name}/W"))

@@ -25,7 +25,9 @@ from ..rewrite import (
     channel_vector,
     const,
     const_of,
+    dims,
     emit,
+    present,
     refuse,
 )
 
@@ -36,16 +38,17 @@ def _neg_scale(graph: Graph, v: Value, name: str) -> Value:
     """-v: a negated constant, or Scale(v, -1) (negation is exact)."""
     if v.is_const:
         return const(graph, -np.asarray(v.const, np.float64), f"{name}/neg")
-    return emit(graph, "Scale", [v], {"scale": -1.0}, f"{name}/neg", v.shape)
+    return emit(graph, "Scale", [v], {"scale": -1.0}, f"{name}/neg", dims(v))
 
 
 def arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Add / Mul with numpy broadcasting -> AddBias, BatchNormalization, Scale or Add/Mul."""
     a, b = node.input(0), node.input(1)
-    out = tuple(node.output.shape)
+    assert a is not None and b is not None
+    out = tuple(dims(node.output))
     for x, c in ((a, b), (b, a)):
         cv = const_of(c)
-        if cv is None or x.is_const or tuple(x.shape) != out:
+        if cv is None or x.is_const or tuple(dims(x)) != out:
             continue
         if node.op == "Mul" and cv.size == 1:
             become(node, "Scale", [x], {"scale": float(cv.reshape(-1)[0])})
@@ -61,7 +64,7 @@ def arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
     for v in (a, b):
         full = broadcast_to(graph, v, out, f"{node.name}/{v.name}", MAX_MATERIALISED_BYTES)
         if full is None:
-            return refuse(ctx, node, f"cannot broadcast {v.name} {tuple(v.shape)} to {out} "
+            return refuse(ctx, node, f"cannot broadcast {v.name} {tuple(dims(v))} to {out} "
                           "exactly (neither a per-channel vector, nor size-1 axes to "
                           "replicate, nor a constant under 16 MB)")
         ins.append(full)
@@ -70,7 +73,7 @@ def arith(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def sub(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    a, b = node.input(0), node.input(1)
+    a, b = node.input(0), present(node.input(1))
     become(node, "Add", [a, _neg_scale(graph, b, node.name)], domain=CORE)
     return arith(graph, node, ctx)
 
@@ -113,7 +116,7 @@ def _bound(graph: Graph, value: float, rank: int, name: str) -> Value:
 
 def _min_of(graph: Graph, node: Node, a: Value, b: Value) -> None:
     """node := min(a, b) = -max(-a, -b) (negation is exact)."""
-    out = node.output.shape
+    out = dims(node.output)
     m = emit(graph, "Max", [_neg_scale(graph, a, f"{node.name}/a"),
                             _neg_scale(graph, b, f"{node.name}/b")], None,
              f"{node.name}/max", out)
@@ -121,22 +124,22 @@ def _min_of(graph: Graph, node: Node, a: Value, b: Value) -> None:
 
 
 def min_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    _min_of(graph, node, node.input(0), node.input(1))
+    _min_of(graph, node, present(node.input(0)), present(node.input(1)))
     return True
 
 
 def clip(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    x = node.input(0)
+    x = present(node.input(0))
     low, high = node.attrs.get("min"), node.attrs.get("max")
-    rank = x.rank
+    rank = len(dims(x))
     if low is not None and high is None:
         become(node, "Max", [x, _bound(graph, low, rank, f"{node.name}/min")])
         return True
     if low is not None:
         x = emit(graph, "Max", [x, _bound(graph, low, rank, f"{node.name}/min")], None,
-                 f"{node.name}/low", x.shape)
+                 f"{node.name}/low", dims(x))
     if high is None:
-        become(node, "Reshape", [x, const(graph, np.array(x.shape), f"{node.name}/shape",
+        become(node, "Reshape", [x, const(graph, np.array(dims(x)), f"{node.name}/shape",
                                           np.int64)])
         return True
     _min_of(graph, node, x, _bound(graph, high, rank, f"{node.name}/max_bound"))
@@ -144,9 +147,9 @@ def clip(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def sum_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    out = tuple(node.output.shape)
+    out = tuple(dims(node.output))
     ins = [broadcast_to(graph, v, out, f"{node.name}/{v.name}", MAX_MATERIALISED_BYTES)
-           for v in node.inputs]
+           for v in map(present, node.inputs)]
     if any(v is None for v in ins):
         return refuse(ctx, node, "an input cannot be broadcast exactly to the output shape")
     if len(ins) == 1:
@@ -160,9 +163,9 @@ def mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
     exact = not n & (n - 1)  # 1/n is a power of two: the scale is bit-exact
     if not exact and rounding.strict(ctx):
         return refuse(ctx, node, rounding.refusal("mean_scale"))
-    out = tuple(node.output.shape)
+    out = tuple(dims(node.output))
     ins = [broadcast_to(graph, v, out, f"{node.name}/{v.name}", MAX_MATERIALISED_BYTES)
-           for v in node.inputs]
+           for v in map(present, node.inputs)]
     if any(v is None for v in ins):
         return refuse(ctx, node, "an input cannot be broadcast exactly to the output shape")
     total = emit(graph, "Sum", ins, None, f"{node.name}/sum", out) if n > 1 else ins[0]
@@ -175,31 +178,31 @@ def mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
 def _hard_sigmoid_into(graph: Graph, node: Node, x: Value, alpha: float, beta: float,
                        name: str, final: bool) -> Value | None:
     """max(0, min(1, alpha*x + beta)) as BN-affine, Relu, then -max(-r, -1)."""
-    c = x.shape[-1]
+    c = dims(x)[-1]
     z = emit(graph, "BatchNormalization",
              [x, const(graph, np.full(c, alpha), f"{name}/alpha"),
               const(graph, np.full(c, beta), f"{name}/beta"),
               const(graph, np.zeros(c), f"{name}/mean"), const(graph, np.ones(c), f"{name}/var")],
-             {"epsilon": 0.0}, f"{name}/affine", x.shape)
-    r = emit(graph, "Relu", [z], None, f"{name}/relu", x.shape)
-    neg = emit(graph, "Scale", [r], {"scale": -1.0}, f"{name}/neg", x.shape)
-    m = emit(graph, "Max", [neg, _bound(graph, -1.0, x.rank, f"{name}/one")], None,
-             f"{name}/max", x.shape)
+             {"epsilon": 0.0}, f"{name}/affine", dims(x))
+    r = emit(graph, "Relu", [z], None, f"{name}/relu", dims(x))
+    neg = emit(graph, "Scale", [r], {"scale": -1.0}, f"{name}/neg", dims(x))
+    m = emit(graph, "Max", [neg, _bound(graph, -1.0, len(dims(x)), f"{name}/one")], None,
+             f"{name}/max", dims(x))
     if final:
         become(node, "Scale", [m], {"scale": -1.0})
         return None
-    return emit(graph, "Scale", [m], {"scale": -1.0}, f"{name}/hard_sigmoid", x.shape)
+    return emit(graph, "Scale", [m], {"scale": -1.0}, f"{name}/hard_sigmoid", dims(x))
 
 
 def hard_sigmoid(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    x = node.input(0)
+    x = present(node.input(0))
     alpha, beta = float(attr(node, "alpha")), float(attr(node, "beta"))
-    if x.rank >= 2:
+    if len(dims(x)) >= 2:
         _hard_sigmoid_into(graph, node, x, alpha, beta, node.name, final=True)
         return True
     # Rank 0/1 has no channel axis for the BatchNormalization affine: compute on a (1, n)
     # view and reshape back (reshapes move no numbers).
-    shape = tuple(x.shape)
+    shape = tuple(dims(x))
     view = (1, int(np.prod(shape, dtype=np.int64)))
     wide = emit(graph, "Reshape", [x, const(graph, np.array(view), f"{node.name}/view_shape",
                                             np.int64)], None, f"{node.name}/view", view)
@@ -210,8 +213,8 @@ def hard_sigmoid(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def hard_swish(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    x = node.input(0)
-    if x.rank < 2:
+    x = present(node.input(0))
+    if len(dims(x)) < 2:
         return refuse(ctx, node, "the exact subgraph needs a channel axis (rank >= 2)")
     gate = _hard_sigmoid_into(graph, node, x, float(np.float32(1.0 / 6.0)), 0.5, node.name,
                               final=False)
@@ -225,12 +228,13 @@ def prelu(graph: Graph, node: Node, ctx: PassContext) -> bool:
     Exact: for x >= 0 the product is a signed zero and x + 0 = x; for x < 0 min(x, 0) = x
     (two exact negations) and 0 + slope*x is the source's single rounding.
     """
-    x, out = node.input(0), tuple(node.output.shape)
-    if not node.input(1).is_const:
+    x, out = present(node.input(0)), tuple(dims(node.output))
+    if not present(node.input(1)).is_const:
         return refuse(ctx, node, "slope is not a constant")
-    slope = broadcast_to(graph, node.input(1), out, f"{node.name}/slope", MAX_MATERIALISED_BYTES)
+    slope = broadcast_to(graph, present(node.input(1)), out, f"{node.name}/slope",
+                         MAX_MATERIALISED_BYTES)
     if slope is None:
-        return refuse(ctx, node, f"slope {tuple(node.input(1).shape)} does not broadcast to {out}")
+        return refuse(ctx, node, f"slope {tuple(dims(node.input(1)))} does not broadcast to {out}")
     pos = emit(graph, "Relu", [x], None, f"{node.name}/pos", out)
     flipped = emit(graph, "Relu", [_neg_scale(graph, x, f"{node.name}/x")], None,
                    f"{node.name}/flipped", out)
@@ -242,9 +246,9 @@ def prelu(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 def squared_difference(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """(a - b) * (a - b): a + (-b) is the same rounding as a - b, then one product."""
-    out = tuple(node.output.shape)
+    out = tuple(dims(node.output))
     a, b = (broadcast_to(graph, v, out, f"{node.name}/{v.name}", MAX_MATERIALISED_BYTES)
-            for v in node.inputs)
+            for v in map(present, node.inputs))
     if a is None or b is None:
         return refuse(ctx, node, "an input cannot be broadcast exactly to the output shape")
     diff = emit(graph, "Add", [a, _neg_scale(graph, b, node.name)], None, f"{node.name}/diff",
@@ -283,7 +287,8 @@ def pow_exponent(node: Node) -> int | None | str:
 
 def power(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Pow with a constant exponent of 1, 2 or 3 (the same for every element) as products."""
-    if node.input(1) is None or not node.input(1).is_const:
+    exponent = node.input(1)
+    if exponent is None or not exponent.is_const:
         return refuse(ctx, node, "the exponent is computed at run time: no dialect op raises "
                       "to a tensor's power")
     k = pow_exponent(node)
@@ -291,10 +296,11 @@ def power(graph: Graph, node: Node, ctx: PassContext) -> bool:
         return refuse(ctx, node, k)
     if k == 3 and rounding.strict(ctx):
         return refuse(ctx, node, rounding.refusal("cube_multiply"))
-    out = tuple(node.output.shape)
-    x = broadcast_to(graph, node.input(0), out, f"{node.name}/base", MAX_MATERIALISED_BYTES)
+    out = tuple(dims(node.output))
+    x = broadcast_to(graph, present(node.input(0)), out, f"{node.name}/base",
+                     MAX_MATERIALISED_BYTES)
     if x is None:
-        return refuse(ctx, node, f"cannot broadcast the base {tuple(node.input(0).shape)} to "
+        return refuse(ctx, node, f"cannot broadcast the base {tuple(dims(node.input(0)))} to "
                       f"{out} exactly")
     if k == 1:
         become(node, "Reshape", [x, const(graph, np.array(out, np.int64), f"{node.name}/shape",

@@ -10,18 +10,18 @@ from __future__ import annotations
 from ...ir import Graph, Node
 from . import padding_math as pm
 from ..base import PassContext
-from ..rewrite import become, emit, int_pair, refuse
+from ..rewrite import become, dims, emit, int_pair, present, refuse
 from .value_range import is_nonnegative
 
 
 def dilated_max_pool(graph: Graph, node: Node, ctx: PassContext) -> bool:
     dilations = int_pair(node, "dilations", 1)
-    x = node.input(0)
-    if dilations == [1, 1] or x.rank != 4 or node.attrs.get("data_format") != "NHWC":
+    x = present(node.input(0))
+    if dilations == [1, 1] or len(dims(x)) != 4 or node.attrs.get("data_format") != "NHWC":
         return False  # padding normalisation already said why this node cannot convert
     kernel, strides = [int(k) for k in node.attrs["kernel_shape"]], int_pair(node, "strides", 1)
     pads = [int(p) for p in (node.attrs.get("pads") or [0, 0, 0, 0])]
-    axes = [pm.resolve_axis(x.shape[1 + a], kernel[a], strides[a], dilations[a], pads[a],
+    axes = [pm.resolve_axis(dims(x)[1 + a], kernel[a], strides[a], dilations[a], pads[a],
                             pads[a + 2], node.attrs.get("auto_pad", "NOTSET"),
                             bool(node.attrs.get("ceil_mode", 0))) for a in range(2)]
     windows = [pm.source_windows(src, pm.MAX) for src in axes]
@@ -33,13 +33,13 @@ def dilated_max_pool(graph: Graph, node: Node, ctx: PassContext) -> bool:
         if not is_nonnegative(x):
             return refuse(ctx, node, f"dilated max pool {kernel}/{dilations} reads padding and "
                           "its input is not provably >= 0 (zeros could beat the maximum)")
-        n, h, w, c = x.shape
+        n, h, w, c = dims(x)
         (bh, bw), (eh, ew) = (axes[0].begin, axes[1].begin), ends
         x = emit(graph, "Pad", [x], {"pads": [0, 0, bh, eh, bw, ew, 0, 0], "mode": "constant",
                                      "value": 0.0}, f"{node.name}/pad",
                  (n, h + bh + eh, w + bw + ew, c))
     spans = [(src.out - 1) * src.stride + 1 for src in axes]
-    out_dense = (x.shape[0], spans[0], spans[1], x.shape[3])
+    out_dense = (dims(x)[0], spans[0], spans[1], dims(x)[3])
     taps = []
     for th in range(kernel[0]):
         for tw in range(kernel[1]):

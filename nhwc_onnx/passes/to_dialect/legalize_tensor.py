@@ -15,7 +15,7 @@ from ...ir import DIALECT, Graph, Node, Value
 from ...schemas.base import attr
 from . import rounding
 from ..base import PassContext
-from ..rewrite import become, const, const_of, emit, positive_axis, refuse
+from ..rewrite import become, const, const_of, dims, emit, positive_axis, present, refuse
 
 if TYPE_CHECKING:  # fractions (with decimal) is slow to import; only Resize needs it
     from fractions import Fraction
@@ -28,7 +28,7 @@ def _shape_const(graph: Graph, shape, name: str) -> Value:
 def broadcast_to(graph: Graph, v: Value, out: tuple, name: str, max_bytes: int,
                  into: Node | None = None) -> Value | None:
     """``v`` replicated to ``out`` exactly (None when impossible); ``into`` becomes the last op."""
-    shape = tuple(v.shape)
+    shape = tuple(dims(v))
     if shape == tuple(out) and into is None:
         if v.is_const and v.dtype != "float32":
             return const(graph, v.const, name)
@@ -66,12 +66,12 @@ def broadcast_to(graph: Graph, v: Value, out: tuple, name: str, max_bytes: int,
 
 
 def split(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    x = node.input(0)
-    axis = positive_axis(int(attr(node, "axis")), x.rank)
+    x = present(node.input(0))
+    axis = positive_axis(int(attr(node, "axis")), len(dims(x)))
     sizes = [int(s) for s in node.attrs["split"]]
-    if sum(sizes) != x.shape[axis] or len(sizes) != len(node.outputs):
+    if sum(sizes) != dims(x)[axis] or len(sizes) != len(node.outputs):
         return refuse(ctx, node, f"split sizes {sizes} do not cover axis {axis} of "
-                      f"{tuple(x.shape)}")
+                      f"{tuple(dims(x))}")
     outputs = list(node.outputs)
     used_empty = [i for i, (size, out) in enumerate(zip(sizes, outputs))
                   if size == 0 and (out.uses() or out in graph.outputs)]
@@ -90,7 +90,7 @@ def split(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def _slice_one(graph: Graph, x: Value, axis: int, index: int, name: str) -> Value:
-    shape = list(x.shape)
+    shape = list(dims(x))
     shape[axis] = 1
     return emit(graph, "Slice", [x], {"starts": [index], "ends": [index + 1], "axes": [axis]},
                 name, shape)
@@ -98,10 +98,10 @@ def _slice_one(graph: Graph, x: Value, axis: int, index: int, name: str) -> Valu
 
 def _pad_pieces(graph: Graph, x: Value, axis: int, begin: int, end: int, mode: str,
                 value: float, name: str) -> tuple[list[Value], list[Value]] | None:
-    d = x.shape[axis]
+    d = dims(x)[axis]
     if mode == "constant":
         def block(n: int, where: str) -> list[Value]:
-            shape = list(x.shape)
+            shape = list(dims(x))
             shape[axis] = n
             return [const(graph, np.full(shape, value), f"{name}/{where}")] if n else []
         return block(begin, "begin"), block(end, "end")
@@ -122,8 +122,8 @@ def _pad_pieces(graph: Graph, x: Value, axis: int, begin: int, end: int, mode: s
 
 def pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Edge / reflect / non-zero constant padding as Concat of Slices and constant blocks."""
-    x = node.input(0)
-    rank = x.rank
+    x = present(node.input(0))
+    rank = len(dims(x))
     pads = [int(p) for p in node.attrs["pads"]]
     mode = attr(node, "mode")
     value = float(attr(node, "value"))
@@ -136,33 +136,33 @@ def pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
         if pieces is None:
             limit = "" if mode == "symmetric" else " - 1"
             return refuse(ctx, node, f"{mode} padding {pads} exceeds the axis size "
-                          f"{x.shape[axis]}{limit}")
+                          f"{dims(x)[axis]}{limit}")
         inputs = [*pieces[0], x, *pieces[1]]
         if i == len(axes) - 1:
             become(node, "Concat", inputs, {"axis": axis})
             return True
-        shape = list(x.shape)
+        shape = list(dims(x))
         shape[axis] += pads[axis] + pads[axis + rank]
         x = emit(graph, "Concat", inputs, {"axis": axis}, f"{node.name}/axis{axis}", shape)
-    become(node, "Reshape", [x, _shape_const(graph, x.shape, f"{node.name}/shape")])
+    become(node, "Reshape", [x, _shape_const(graph, dims(x), f"{node.name}/shape")])
     return True
 
 
 def tile(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    x = node.input(0)
+    x = present(node.input(0))
     reps = const_of(node.input(1))
-    if reps is None or reps.size != x.rank:
+    if reps is None or reps.size != len(dims(x)):
         return refuse(ctx, node, "repeats must be a constant with one value per axis")
     axes = [a for a, r in enumerate(reps.tolist()) if int(r) != 1]
     if not axes:
-        become(node, "Reshape", [x, _shape_const(graph, x.shape, f"{node.name}/shape")])
+        become(node, "Reshape", [x, _shape_const(graph, dims(x), f"{node.name}/shape")])
         return True
     for i, axis in enumerate(axes):
         copies = _copies(graph, x, axis, int(reps[axis]), f"{node.name}/axis{axis}")
         if i == len(axes) - 1:
             become(node, "Concat", copies, {"axis": axis})
             return True
-        shape = list(x.shape)
+        shape = list(dims(x))
         shape[axis] *= int(reps[axis])
         x = emit(graph, "Concat", copies, {"axis": axis}, f"{node.name}/axis{axis}", shape)
     return True
@@ -182,7 +182,7 @@ def _copies(graph: Graph, x: Value, axis: int, r: int, name: str) -> list[Value]
         if r & count:
             pieces.append(piece)
         if 2 * count <= r:
-            shape = list(piece.shape)
+            shape = list(dims(piece))
             shape[axis] *= 2
             piece = emit(graph, "Concat", [piece, piece], {"axis": axis},
                          f"{name}/x{2 * count}", shape)
@@ -191,9 +191,9 @@ def _copies(graph: Graph, x: Value, axis: int, r: int, name: str) -> list[Value]
 
 
 def expand(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    out = tuple(node.output.shape)
-    if broadcast_to(graph, node.input(0), out, node.name, 16 << 20, into=node) is None:
-        return refuse(ctx, node, f"cannot replicate {tuple(node.input(0).shape)} to {out}")
+    out = tuple(dims(node.output))
+    if broadcast_to(graph, present(node.input(0)), out, node.name, 16 << 20, into=node) is None:
+        return refuse(ctx, node, f"cannot replicate {tuple(dims(node.input(0)))} to {out}")
     return True
 
 
@@ -264,8 +264,8 @@ def resize(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Resize equal to UpSampling2D: integer factors and the same source cells."""
     from fractions import Fraction
 
-    x = node.input(0)
-    shape, out = tuple(x.shape), tuple(node.output.shape)
+    x = present(node.input(0))
+    shape, out = tuple(dims(x)), tuple(dims(node.output))
     mode = attr(node, "mode")
     coord = attr(node, "coordinate_transformation_mode")
     rule = attr(node, "nearest_mode")
@@ -301,8 +301,8 @@ def resize(graph: Graph, node: Node, ctx: PassContext) -> bool:
 def depth_to_space(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if attr(node, "data_format") != "NHWC":
         return refuse(ctx, node, "data_format is not NHWC after layout conversion")
-    x = node.input(0)
-    n, h, w, c = x.shape
+    x = present(node.input(0))
+    n, h, w, c = dims(x)
     bs = int(node.attrs["blocksize"])
     cc = c // (bs * bs)
     if attr(node, "mode") == "DCR":  # channel index (bi*bs + bj)*C' + c
@@ -319,17 +319,17 @@ def depth_to_space(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 def reduce(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """ReduceMax/Min over H, W -> global pool; ReduceSum = ReduceMean * n for n a power of 2."""
-    x = node.input(0)
-    rank = x.rank
+    x = present(node.input(0))
+    rank = len(dims(x))
     axes = node.attrs.get("axes")
     axes = sorted({positive_axis(int(a), rank) for a in axes}) if axes else list(range(rank))
     keep = int(attr(node, "keepdims"))
-    out = node.output.shape
+    out = dims(node.output)
     if not axes:  # a scalar: reducing no axis leaves it as it is
         become(node, "Reshape", [x, _shape_const(graph, out, f"{node.name}/shape")])
         return True
     if node.op == "ReduceSum":
-        count = prod(x.shape[a] for a in axes)
+        count = prod(dims(x)[a] for a in axes)
         exact = not count & (count - 1)  # dividing and multiplying by 2^k is bit-exact
         if not exact and rounding.strict(ctx):
             return refuse(ctx, node, rounding.refusal("reduce_sum_scale"))
@@ -339,14 +339,14 @@ def reduce(graph: Graph, node: Node, ctx: PassContext) -> bool:
         if not exact:
             rounding.record(ctx, node, "reduce_sum_scale", f"{count} cells")
         return True
-    if 0 in axes and x.shape[0] != 1 and any("batch_symbol" in v.meta for v in graph.inputs):
-        return refuse(ctx, node, f"{node.op} over axes {axes} of {tuple(x.shape)} reduces the "
+    if 0 in axes and dims(x)[0] != 1 and any("batch_symbol" in v.meta for v in graph.inputs):
+        return refuse(ctx, node, f"{node.op} over axes {axes} of {tuple(dims(x))} reduces the "
                       "batch axis, which a symbolic batch keeps per sample: convert with "
                       "--batch N for a fixed batch")
     src = x if node.op == "ReduceMax" else emit(graph, "Scale", [x], {"scale": -1.0},
-                                               f"{node.name}/neg", x.shape)
+                                               f"{node.name}/neg", dims(x))
     if rank == 4 and axes == [1, 2]:
-        pooled_shape = (x.shape[0], 1, 1, x.shape[3])
+        pooled_shape = (dims(x)[0], 1, 1, dims(x)[3])
         pooled = emit(graph, "GlobalMaxPool", [src], None, f"{node.name}/pool", pooled_shape)
     else:
         pooled, pooled_shape = _max_over_blocks(graph, node, src, axes)
@@ -365,7 +365,7 @@ def _max_over_blocks(graph: Graph, node: Node, x: Value, axes: list[int]
     that a VALID MaxPool with a 1 x run window and stride 1 takes the max of each run. Max is
     exact in any order, so the runs reduce one after the other. Returns the last result (in
     the last run's grid; the caller reshapes it) and its shape."""
-    sizes = list(x.shape)
+    sizes = list(dims(x))
     reduced = set(axes)
     runs: list[list[int]] = []
     inside = False
@@ -386,17 +386,17 @@ def _max_over_blocks(graph: Graph, node: Node, x: Value, axes: list[int]
             "kernel_shape": [1, block], "strides": [1, 1], "pads": "VALID"},
             f"{node.name}/run{i}_max", (*grid[:2], 1, after))
         sizes[first:last + 1] = [1] * (last + 1 - first)
-    return current, tuple(current.shape)
+    return current, tuple(dims(current))
 
 
 def gather(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Gather with constant indices: one Slice per index (a Concat of them), then a Reshape
     when the indices are a scalar (the axis disappears)."""
-    x, idx = node.input(0), const_of(node.input(1))
+    x, idx = present(node.input(0)), const_of(node.input(1))
     if idx is None or idx.dtype.kind not in "iu" or idx.ndim > 1 or x.is_const:
         return refuse(ctx, node, "indices must be a constant scalar or 1-D integer list")
-    axis = positive_axis(int(attr(node, "axis")), x.rank)
-    dim = x.shape[axis]
+    axis = positive_axis(int(attr(node, "axis")), len(dims(x)))
+    dim = dims(x)[axis]
     picks = [int(i) + dim if int(i) < 0 else int(i) for i in idx.reshape(-1)]
     if not picks or any(not 0 <= i < dim for i in picks):
         return refuse(ctx, node, f"indices {idx.tolist()} out of range for axis size {dim}")

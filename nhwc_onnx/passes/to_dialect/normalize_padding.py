@@ -27,7 +27,7 @@ from . import padding_math as pm
 from . import rounding
 from ..base import Pass, PassContext, PassResult
 from .op_table import windowed_ops
-from ..rewrite import append_after, const, emit, int_pair, refuse, sole_consumer
+from ..rewrite import append_after, const, dims, emit, int_pair, present, refuse, sole_consumer
 from .value_range import is_nonnegative
 
 BATCH_REMEDY = batch_values.REMEDY
@@ -37,9 +37,9 @@ _KINDS = windowed_ops()  # op -> window kind, as op_table declares
 
 def analyse_node(node: Node, kind: str) -> tuple[tuple[pm.AxisVerdict, pm.AxisVerdict], str]:
     """Per-axis verdicts of a core windowed node on its (static, NHWC) input."""
-    x = node.inputs[0].shape
+    x = dims(node.inputs[0])
     if kind == pm.CONV:
-        w = node.inputs[1].shape
+        w = dims(node.inputs[1])
         layout = attr(node, "weight_layout")
         kernel = node.attrs.get("kernel_shape") or (w[2:4] if layout == "OIHW" else w[0:2])
         kernel = [int(k) for k in kernel]
@@ -108,7 +108,7 @@ class NormalizePadding(Pass):
         # window that reads a padded cell also reads the real border cell it copies, so the
         # copy never changes the window's maximum.
         edge = (decision.mode == "PAD" and decision.needs_nonnegative
-                and not is_nonnegative(node.inputs[0]))
+                and not is_nonnegative(present(node.inputs[0])))
         if edge:
             decision = pm.PaddingDecision(
                 "PAD", decision.pads, False, "edge-replicating Pad then VALID: every window "
@@ -174,6 +174,7 @@ class NormalizePadding(Pass):
     def _divisor_ratio(verdicts, decision: pm.PaddingDecision) -> np.ndarray:
         """(oH, oW): dialect divisor / source divisor at every output position."""
         factors = []
+        assert decision.mode is not None  # a decided form
         for axis, v in enumerate(verdicts):
             if decision.mode == "PAD":
                 form = pm.AxisForm("PAD", decision.pads[2 * axis], decision.pads[2 * axis + 1])
@@ -190,7 +191,7 @@ class NormalizePadding(Pass):
         if decision.mode == "PAD":
             hb, he, wb, we = decision.pads
             x = node.inputs[0]
-            n, h, w, c = x.shape
+            n, h, w, c = dims(x)
             padded = emit(graph, "Pad", [x], {"pads": [0, hb, wb, 0, 0, he, we, 0],
                                               "mode": pad_mode, "value": 0.0},
                           f"{node.name}/pad", (n, h + hb + he, w + wb + we, c), domain=CORE)
@@ -210,7 +211,7 @@ class NormalizePadding(Pass):
             hw = _zero_hw_pads(pad)
             if conv is None or hw is None or conv.op != "Conv" or conv.domain != CORE:
                 continue
-            if conv.input(0) is not pad.output or not _static(pad.inputs[0]):
+            if conv.input(0) is not pad.output or not _static(present(pad.inputs[0])):
                 continue
             if conv.attrs.get("data_format") != "NHWC" or not _plain_explicit(conv):
                 continue

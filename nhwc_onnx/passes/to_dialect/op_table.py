@@ -83,6 +83,7 @@ def _rank_not(rank: int, reason: str) -> Refuted:
 
 def _cast_changes_type(node: Node, runtime) -> str | None:
     x, to = node.input(0), str(node.attrs.get("to"))
+    assert x is not None  # Cast's one input is required
     if to != "float32" or (x.dtype not in (None, "float32")):
         return f"cast from {x.dtype or 'a run-time value'} to {to}: the dialect computes " \
                "in float32 only"

@@ -174,10 +174,10 @@ def analyse_axis(src: AxisSource, kind: str, dialect_dilation: int = 1) -> AxisV
         return AxisVerdict(src, False, False, None, {"SAME": why, "VALID": why, "PAD": why}, empty)
     results = {}
     for mode in ("SAME", "VALID"):
-        why = _same_reads(ref, dialect_windows(src, AxisForm(mode), dialect_dilation), kind)
-        results[mode] = why is None
-        if why:
-            reasons[mode] = why
+        differs = _same_reads(ref, dialect_windows(src, AxisForm(mode), dialect_dilation), kind)
+        results[mode] = differs is None
+        if differs:
+            reasons[mode] = differs
     pad_form = _pad_form(src, ref, kind, dialect_dilation, reasons)
     if empty and kind == MAX:
         reasons["SAME"] = reasons["VALID"] = reasons["PAD"] = (
@@ -231,7 +231,7 @@ class PaddingDecision:
     reason: str = ""
 
 
-def decide(axes: tuple[AxisVerdict, AxisVerdict], kind: str,
+def decide(axes: tuple[AxisVerdict, ...], kind: str,
            prefer_valid: bool = False) -> PaddingDecision:
     """Pick one dialect form valid on both axes: SAME, else VALID, else Pad + VALID.
 

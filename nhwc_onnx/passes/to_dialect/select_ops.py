@@ -12,6 +12,9 @@ The ``SelectOps`` pass (``lower.py``) runs these for the ops ``op_table`` gives 
 node a handler cannot map is left for legalisation; when the reason is definite (e.g.
 non-constant conv weights) it is recorded as a "select" decision with ``refused=True`` so the
 final error can say why.
+
+Handlers run on validated core nodes (required inputs present) whose values all have a known
+shape (``select_and_legalize._shapes_known``); their asserts state that.
 """
 from __future__ import annotations
 
@@ -28,9 +31,12 @@ from ..rewrite import (
     channel_vector,
     const,
     const_of,
+    dims,
     emit,
     positive_axis,
+    present,
     refuse,
+    shape_of,
 )
 
 
@@ -44,6 +50,7 @@ def unary(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 def prelu(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x, slope = node.input(0), const_of(node.input(1))
+    assert x is not None
     vec = channel_vector(slope, x.shape[-1] if x.shape else None, x.rank)
     if vec is None:
         return False  # a constant slope of another shape is legalised, else refused there
@@ -75,6 +82,7 @@ def min_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
         prod = act.producer() if act is not None else None
         if c is None or c.size != 1 or float(c.reshape(-1)[0]) != 6.0 or prod is None:
             continue
+        assert act is not None and act.shape is not None and node.output.shape is not None
         if prod.op != "Relu" or tuple(act.shape) != tuple(node.output.shape):
             continue
         become(node, "Relu6", [prod.input(0)])
@@ -94,7 +102,7 @@ def max_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
         return True
     for x, scaled in ((a, b), (b, a)):
         prod = scaled.producer() if scaled is not None else None
-        if prod is None or x is None or x.shape != scaled.shape:
+        if prod is None or x is None or scaled is None or x.shape != scaled.shape:
             continue
         alpha = _scale_of(prod, x)
         if alpha is not None and 0 < alpha < 1:
@@ -118,9 +126,11 @@ def _scale_of(prod: Node, x) -> float | None:
 
 def add_mul(graph: Graph, node: Node, ctx: PassContext) -> bool:
     a, b = node.input(0), node.input(1)
+    assert a is not None and b is not None
     if node.op == "Mul":
         for x, s in ((a, b), (b, a)):
             c = const_of(s)
+            assert x is not None
             if c is not None and c.size == 1 and not x.is_const and x.shape == node.output.shape:
                 become(node, "Scale", [x], {"scale": float(c.reshape(-1)[0])})
                 return True
@@ -137,8 +147,8 @@ def _f32(graph: Graph, node: Node, v):
 
 
 def sum_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    shapes = {tuple(v.shape) for v in node.inputs}
-    if len(shapes) != 1 or tuple(node.output.shape) not in shapes:
+    shapes = {shape_of(v) for v in node.inputs}
+    if len(shapes) != 1 or shape_of(node.output) not in shapes:
         return False
     if len(node.inputs) == 1:
         return False
@@ -147,7 +157,7 @@ def sum_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def softmax(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    shape = node.input(0).shape
+    shape = dims(node.input(0))
     axis = positive_axis(int(attr(node, "axis")), len(shape))
     # ONNX-1 Softmax normalises the block dims[axis:]: equal when every later dim is 1.
     if any(d != 1 for d in shape[axis + 1:]) and ctx.options.allow_transpose:
@@ -164,8 +174,9 @@ def softmax(graph: Graph, node: Node, ctx: PassContext) -> bool:
 def _softmax_moved_last(graph: Graph, node: Node, ctx: PassContext, axis: int) -> bool:
     """--allow-transpose: swap ``axis`` with the last one, Softmax there, swap back (a warning
     per inserted Transpose)."""
-    rank = len(node.input(0).shape)
-    return _on_moved_axis(graph, node, ctx, axis, "Softmax", [], {"axis": rank - 1})
+    x = node.input(0)
+    assert x is not None and x.shape is not None  # Softmax's input, of a known shape here
+    return _on_moved_axis(graph, node, ctx, axis, "Softmax", [], {"axis": len(x.shape) - 1})
 
 
 def _on_moved_axis(graph: Graph, node: Node, ctx: PassContext, axis: int, op: str,
@@ -173,6 +184,7 @@ def _on_moved_axis(graph: Graph, node: Node, ctx: PassContext, axis: int, op: st
     """--allow-transpose: swap ``axis`` of the node's input with the last one, apply ``op``
     (input, *params) there, swap back (a warning per inserted Transpose)."""
     x = node.input(0)
+    assert x is not None and x.shape is not None  # the op's input, of a known shape here
     perm = list(range(len(x.shape)))
     perm[axis], perm[-1] = perm[-1], perm[axis]  # its own inverse
     moved_shape = [x.shape[a] for a in perm]
@@ -181,6 +193,7 @@ def _on_moved_axis(graph: Graph, node: Node, ctx: PassContext, axis: int, op: st
     result = emit(graph, op, [moved, *params], attrs, f"{node.name}/last_axis", moved_shape)
     become(node, "Transpose", [result], {"perm": perm})
     for t in (moved.producer(), node):
+        assert t is not None  # emit made moved's producer
         ctx.warn(f"inserted Transpose '{t.name}' (perm {perm}) for {op} '{node.name}': its "
                  f"axis {axis} is not the last axis of {tuple(x.shape)}")
         ctx.record("layout", t.name, f"inserted Transpose {perm}", perm=perm)
@@ -188,7 +201,7 @@ def _on_moved_axis(graph: Graph, node: Node, ctx: PassContext, axis: int, op: st
 
 
 def flatten(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    rank = node.input(0).rank
+    rank = len(dims(node.input(0)))
     axis = positive_axis(int(attr(node, "axis")), rank)
     become(node, "Flatten", [node.input(0)], {"axis": axis})
     return True
@@ -202,21 +215,21 @@ def reshape_to_output(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def squeeze(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    rank = node.input(0).rank
+    rank = len(dims(node.input(0)))
     axes = sorted(positive_axis(int(a), rank) for a in node.attrs["axes"])
     become(node, "Squeeze", [node.input(0)], {"axes": axes})
     return True
 
 
 def transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    rank = node.input(0).rank
+    rank = len(dims(node.input(0)))
     perm = node.attrs.get("perm") or list(range(rank))[::-1]
     become(node, "Transpose", [node.input(0)], {"perm": [positive_axis(int(p), rank) for p in perm]})
     return True
 
 
 def concat(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    rank = node.inputs[0].rank
+    rank = len(dims(node.inputs[0]))
     axis = positive_axis(int(node.attrs["axis"]), rank)
     become(node, "Concat", [_f32(graph, node, v) for v in node.inputs], {"axis": axis})
     return True
@@ -226,7 +239,7 @@ def slice_op(graph: Graph, node: Node, ctx: PassContext) -> bool:
     """Slice with clamped non-negative bounds; positive steps on H/W of a 4-D map become a
     1x1 MaxPool with that stride after the bounds (the max of one cell is the cell)."""
     x = node.input(0)
-    shape = x.shape
+    shape = dims(x)
     rank = len(shape)
     axes = node.attrs.get("axes") or list(range(len(node.attrs["starts"])))
     steps = [int(s) for s in (node.attrs.get("steps") or [1] * len(axes))]
@@ -273,6 +286,7 @@ def pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if attr(node, "mode") != "constant" or float(attr(node, "value")):
         return False  # edge / reflect / non-zero value: legalised or refused
     x = node.input(0)
+    assert x is not None and x.shape is not None and x.rank is not None
     rank = x.rank
     pads = [int(p) for p in node.attrs["pads"]]
     begins, ends = pads[:rank], pads[rank:]
@@ -293,12 +307,12 @@ def pad(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def reduce_mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    rank = node.input(0).rank
+    rank = len(dims(node.input(0)))
     axes = node.attrs.get("axes")
     axes = sorted(positive_axis(int(a), rank) for a in axes) if axes else list(range(rank))
     if not axes:  # a scalar: the mean of one value is that value
         become(node, "Reshape", [node.input(0), const(graph, np.array(
-            list(node.output.shape)), f"{node.name}/shape", np.int64)])
+            list(dims(node.output))), f"{node.name}/shape", np.int64)])
         return True
     become(node, "ReduceMean", [node.input(0)],
            {"axes": axes, "keepdims": int(attr(node, "keepdims"))})
@@ -307,6 +321,7 @@ def reduce_mean(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 def batchnorm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     x = node.input(0)
+    assert x is not None and x.shape is not None and x.rank is not None
     axis = positive_axis(int(attr(node, "axis")), x.rank)
     if axis != x.rank - 1 and not ctx.options.allow_transpose:
         return refuse(ctx, node, f"normalises axis {axis} of {tuple(x.shape)}, not the last "
@@ -331,7 +346,7 @@ def gemm(graph: Graph, node: Node, ctx: PassContext) -> bool:
     w = const_of(b)
     alpha, beta = float(attr(node, "alpha")), float(attr(node, "beta"))
     trans_a, trans_b = int(attr(node, "transA")), int(attr(node, "transB"))
-    n_out = node.output.shape[-1]
+    n_out = dims(node.output)[-1]
     bias = None
     if c is not None:
         bias = channel_vector(const_of(c), n_out, 2)
@@ -352,12 +367,13 @@ def gemm(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 def matmul(graph: Graph, node: Node, ctx: PassContext) -> bool:
     a, b = node.input(0), node.input(1)
+    assert a is not None
     w = const_of(b)
     if w is not None and w.ndim == 2 and a.rank == 2:
         if _per_position_tensordot(graph, node, w, None, ctx):
             return True
         return _to_dense(graph, node, a, w.T, None, ctx)
-    if w is not None and w.ndim == 2 and a.rank >= 3:
+    if w is not None and w.ndim == 2 and len(dims(a)) >= 3:
         _per_position(graph, node, a, w, None, node)
         ctx.record("select", node.name, f"MatMul of a rank-{a.rank} tensor by a constant "
                    "(K, M) weight: the same weight product at each position, a 1x1 Conv")
@@ -388,19 +404,19 @@ def _tensordot(graph: Graph, node: Node):
     """(x, back) when ``node`` is the product of TensorFlow's Tensordot (Keras Dense on a
     rank-3/4 tensor): x (..., K) reshaped to (P, K), the MatMul, and ``back``, the only reader
     of the product, reshaping it to (..., M) with x's leading dims. Else None."""
-    flat, out = node.input(0), node.output
+    flat, out = present(node.input(0)), node.output
     reshape = flat.producer()
     if reshape is None or reshape.op != "Reshape" or len(flat.uses()) != 1:
         return None
     x = reshape.input(0)
     users = out.uses()
-    if x is None or x.shape is None or x.rank < 3 or out in graph.outputs or len(users) != 1:
+    if x is None or x.shape is None or len(x.shape) < 3 or out in graph.outputs or len(users) != 1:
         return None
     back, index = users[0]
     if back.op != "Reshape" or back.domain != CORE or index != 0:
         return None
     lead = tuple(x.shape[:-1])
-    if tuple(back.output.shape) != (*lead, out.shape[-1]) or flat.shape[0] != prod(lead):
+    if shape_of(back.output) != (*lead, dims(out)[-1]) or dims(flat)[0] != prod(lead):
         return None
     return x, back
 
@@ -467,9 +483,11 @@ def bypass(graph: Graph, node: Node, ctx: PassContext) -> bool:
 
 
 def cast(graph: Graph, node: Node, ctx: PassContext) -> bool:
-    if node.input(0).dtype == "float32" and str(node.attrs.get("to")) == "float32":
+    x = node.input(0)
+    assert x is not None
+    if x.dtype == "float32" and str(node.attrs.get("to")) == "float32":
         return _identity(graph, node, ctx)
-    return refuse(ctx, node, f"cast from {node.input(0).dtype} to {node.attrs.get('to')}: "
+    return refuse(ctx, node, f"cast from {x.dtype} to {node.attrs.get('to')}: "
                   "the dialect computes in float32 only")
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from ...ir import Graph, Node
 from ...schemas.base import attr, conv_transpose_axis, conv_transpose_tf
 from ..base import PassContext
-from ..rewrite import append_after, become, const, const_of, int_pair, refuse
+from ..rewrite import append_after, become, const, const_of, dims, int_pair, refuse
 
 
 def _pads_string(node: Node) -> str | None:
@@ -31,8 +31,8 @@ def _oihw(w: np.ndarray, layout: str) -> np.ndarray:
 def _common_checks(node: Node, ctx: PassContext) -> str | None:
     if attr(node, "data_format") != "NHWC":
         return "data_format is not NHWC after layout conversion"
-    if node.input(0).rank != 4:
-        return f"input is rank {node.input(0).rank}, not a 4-D NHWC map"
+    if len(dims(node.input(0))) != 4:
+        return f"input is rank {len(dims(node.input(0)))}, not a 4-D NHWC map"
     return None
 
 
@@ -49,9 +49,10 @@ def conv(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if why:
         return refuse(ctx, node, why)
     x = node.input(0)
+    assert w is not None  # refused above otherwise
     w = _oihw(w, attr(node, "weight_layout"))  # a folded weight stays deferred
     m, cg, kh, kw = w.shape
-    c_in, group = x.shape[3], int(attr(node, "group"))
+    c_in, group = dims(x)[3], int(attr(node, "group"))
     attrs = {"kernel_shape": [kh, kw], "strides": int_pair(node, "strides", 1),
              "dilations": int_pair(node, "dilations", 1), "pads": mode}
     if group == c_in and c_in > 1 and cg == 1:
@@ -115,14 +116,14 @@ def conv_transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
     shape_attr = node.attrs.get("output_shape")
     auto_pad = attr(node, "auto_pad")
     windows = [(begin, length) for length, begin, _ in (
-        conv_transpose_axis(x.shape[1 + a], kernel[a], strides[a], dil[a], out_pad[a], pads[a],
+        conv_transpose_axis(dims(x)[1 + a], kernel[a], strides[a], dil[a], out_pad[a], pads[a],
                             pads[a + 2], auto_pad,
                             None if shape_attr is None else int(shape_attr[-2 + a]))
         for a in range(2))]
     if any(start < 0 or length < 1 for start, length in windows):
         return refuse(ctx, node, f"output window {windows} (start, length) per axis is empty "
                       "or starts before the full output")
-    plan = _transpose_plan(x.shape[1:3], kernel, strides, dil, windows)
+    plan = _transpose_plan(dims(x)[1:3], kernel, strides, dil, windows)
     mode, dialect_pad, out_shape, slice_at = plan
     attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dil,
              "group": int(attr(node, "group")), "pads": mode,
@@ -137,7 +138,7 @@ def conv_transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
     if slice_at is not None:
         starts = [s for s, _ in windows]
         ends = [s + n for s, n in windows]
-        n, m = x.shape[0], node.output.shape[3]
+        n, m = dims(x)[0], dims(node.output)[3]
         append_after(graph, node, "Slice", [], {"starts": starts, "ends": ends, "axes": [1, 2]},
                      "crop", shape=(n, out_shape[0], out_shape[1], m))
         detail += f" then Slice rows/cols {starts}..{ends}: the source crops {starts} at the start"

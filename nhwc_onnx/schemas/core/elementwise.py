@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ def _clip(attrs, xs):
     return y.astype(xs[0].dtype)
 
 
-_ELEMENTWISE = {"infer": same_shape, "dtype": dtype_of_inputs, "elementwise": True}
+_ELEMENTWISE: dict[str, Any] = {"infer": same_shape, "dtype": dtype_of_inputs, "elementwise": True}
 core_op("Elu", "Elementwise ELU.", ["X"], attrs={"alpha": Attr(A.FLOAT, default=1.0)},
         evaluate=_elu, **_ELEMENTWISE)
 core_op("LeakyRelu", "Elementwise leaky ReLU.", ["X"],

@@ -22,6 +22,7 @@ def infer_node_shapes(node, shapes: list, consts: list) -> list:
     """Output shapes of core ``node`` from its inputs' shapes and constant values (None where
     unknown). A broken rule raises RuleError."""
     schema = CORE_OPS[node.op]
+    assert schema.infer is not None  # every core op declares one (define.core_op)
     return schema.infer(InferContext(node, schema.with_defaults(node.attrs), list(shapes),
                                      list(consts)))
 
@@ -77,4 +78,6 @@ def evaluate_node(node, input_arrays: list, max_elements: int = MAX_EVAL_ELEMENT
 
 def infer_dtypes(node, in_dtypes: list[str | None]) -> list[str | None]:
     """Element type of each output of a core node from its inputs' types."""
-    return CORE_OPS[node.op].infer_dtype(node, in_dtypes)
+    infer_dtype = CORE_OPS[node.op].infer_dtype
+    assert infer_dtype is not None  # every core op declares one (define.core_op)
+    return infer_dtype(node, in_dtypes)

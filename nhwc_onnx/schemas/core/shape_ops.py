@@ -97,7 +97,8 @@ def _infer_range(ctx):
 
 def _range(attrs, xs):
     start, limit, delta = (np.asarray(x).reshape(()) for x in xs)
-    return np.arange(start, limit, delta).astype(start.dtype)
+    # numpy takes 0-d arrays as the scalars they hold; its stubs want Python numbers
+    return np.arange(start, limit, delta).astype(start.dtype)  # type: ignore[call-overload]
 
 
 core_op("Range", "numpy.arange(start, limit, delta).", ["start", "limit", "delta"],

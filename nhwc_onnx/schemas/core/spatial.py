@@ -99,7 +99,7 @@ def _infer_conv_transpose(ctx):
     if c is not None:
         ctx.require(iohw[0] == c, "channels", "weight input channels differ from X", iohw[0], c)
     m = iohw[1] * int(ctx.attrs["group"])
-    dims = []
+    dims: list[int | None] = []
     for axis, size in enumerate((h, w)):
         if size is None and ctx.attrs.get("output_shape") is None:
             dims.append(None)

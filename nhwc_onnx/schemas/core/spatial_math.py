@@ -70,7 +70,7 @@ def spatial_plan(attrs: dict, in_hw: Sequence[int | None], pooling: bool = False
         )
     auto_pad = attrs.get("auto_pad", "NOTSET")
     ceil_mode = int(attrs.get("ceil_mode", 0)) if pooling else 0
-    plan = []
+    plan: list[tuple[int | None, int, int]] = []
     for axis in range(2):
         size = in_hw[axis]
         if size is None:
@@ -258,10 +258,13 @@ def resize_output_shape(attrs: dict, shape: Sequence[int | None]) -> tuple:
     scales, sizes = attrs.get("scales"), attrs.get("sizes")
     if (scales is None) == (sizes is None):
         raise InvalidAttributeError("Resize needs exactly one of 'scales' and 'sizes'")
-    if len(scales if scales is not None else sizes) != len(shape):
+    given = scales if scales is not None else sizes
+    assert given is not None  # exactly one of them (checked above)
+    if len(given) != len(shape):
         raise InvalidAttributeError(f"Resize scales/sizes must list {len(shape)} axes")
     if sizes is not None:
         return tuple(int(s) for s in sizes)
+    assert scales is not None  # the one given
     return tuple(None if d is None else int(np.floor(d * float(s))) for d, s in zip(shape, scales))
 
 

@@ -2,6 +2,8 @@
 Concat, Split, Slice, Pad, the reductions, Softmax/LogSoftmax and ArgMax."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...errors import InvalidAttributeError
@@ -18,7 +20,7 @@ from .define import (
     prod,
 )
 
-_MOVES = {"dtype": dtype_of_inputs}
+_MOVES: dict[str, Any] = {"dtype": dtype_of_inputs}
 
 
 # -- Flatten, Reshape -----------------------------------------------------------------------------
@@ -95,6 +97,7 @@ def reshape_target(in_shape, shape, allowzero: int) -> list[int]:
     total = prod(in_shape)
     if -1 in dims:
         known = prod([d for d in dims if d != -1])
+        assert total is not None and known is not None  # every dim is an int
         if known == 0 or total % known:
             raise InvalidAttributeError(f"Reshape: cannot reshape {list(in_shape)} to {list(shape)}")
         dims[dims.index(-1)] = total // known
