@@ -98,7 +98,7 @@ def _products_per_pixel(graph, probe: int) -> None:
         dense = _sole_reader(rows)
         weight_in = dense.inputs[1] if dense is not None and len(dense.inputs) > 1 else None
         if tuple(rows.shape or ()) != (probe * math.prod(spatial), c) or dense is None or \
-                dense.op != "Dense" or dense.inputs[0] is not rows or weight_in is None or \
+                dense.op != "Dense" or id(dense.inputs[0]) != id(rows) or weight_in is None or \
                 weight_in.const is None or weight_in.const.shape[1:] != (c,):
             continue
         m = weight_in.const.shape[0]
@@ -120,7 +120,8 @@ def _products_per_pixel(graph, probe: int) -> None:
         dense.set_inputs([rows, graph.constant(weight, f"{dense.name}/W"), *dense.inputs[2:]])
         dense.attrs = {"kernel_shape": [1, 1], "strides": [1, 1], "dilations": [1, 1],
                        "pads": "VALID", "group": 1}
-        rows.shape, product.shape = (probe, *grid, c), (probe, *grid, m)
+        rows.shape = (probe, *grid, c)
+        product.shape = (probe, *grid, m)
         biased = bias.outputs[0] if bias is not None else None
         if biased is not None:
             biased.shape = product.shape
