@@ -1,8 +1,8 @@
 """docs/ops.md is generated from the schemas and registries; the committed copy must be current."""
 from __future__ import annotations
 
-from nhwc_onnx.support.docs import DOCS_PATH, generate_markdown, main
 from nhwc_onnx.schemas import DIALECT_OPS
+from nhwc_onnx.support.docs import DOCS_PATH, generate_markdown, main
 
 
 def test_committed_ops_md_is_current():

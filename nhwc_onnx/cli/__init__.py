@@ -303,4 +303,4 @@ def command_line() -> int | str | None:
         signals.ignore()  # the command is over: a late signal changes nothing, prints nothing
 
 
-assert EXIT_USAGE == click.UsageError.exit_code  # click reports a mistake with the same code
+assert click.UsageError.exit_code == EXIT_USAGE  # click reports a mistake with the same code

@@ -87,8 +87,8 @@ def plan(sources, out_dir: Path, report_dir: Path | None, options: ConvertOption
     symlink as the output or report folder included). The names are derived: a symlink at one
     of them will be replaced, not followed.
     """
-    from .convert import source_files
     from ..files.writes import plan_targets
+    from .convert import source_files
 
     outputs = output_names(list(sources), out_dir)
     reports = report_names(outputs, report_dir) if report_dir is not None else []

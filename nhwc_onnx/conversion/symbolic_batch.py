@@ -22,9 +22,9 @@ from typing import Any
 from .. import frameworks
 from ..errors import NhwcOnnxError, NodeProblem, UnsupportedOpError
 from ..ir import Model
+from ..ir.input_shapes import PROBES, probing  # noqa: F401  (probing: this module's API)
 from ..ir.io_names import name_graph_io
 from ..options import ConvertOptions
-from ..ir.input_shapes import PROBES, probing  # noqa: F401  (probing: this module's API)
 
 log = logging.getLogger("nhwc_onnx.passes")  # where the passes log their warnings
 
@@ -93,13 +93,13 @@ def finish(model: Model, ctx, source, framework: frameworks.Framework,
     symbolic. Returns the report's ``batch`` entry; raises UnsupportedOpError naming every
     node that mixes the batch with other axes."""
     from ..passes import PassContext
+    from ..passes.pipeline import to_dialect
     from .symbolic_batch_proof import (
         REMEDY,
         generalize,
         generalize_decisions,
         generalize_text,
     )
-    from ..passes.pipeline import to_dialect
 
     quiet = PassContext(options=options, log_warnings=False)
     try:

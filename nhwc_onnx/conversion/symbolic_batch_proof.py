@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import NodeProblem
-from ..ir import DIALECT, Model, Node, Value
 from ..files.reads import file_origin
+from ..ir import DIALECT, Model, Node, Value
 from ..passes.base import Decision
 from ..schemas.symbolic_batch import PROBES, describe_difference, mixes_samples
 

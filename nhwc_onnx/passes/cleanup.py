@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from ..ir import CORE, Graph, Model
 from .base import Pass, PassContext, PassResult
-from .to_dialect.op_table import pass_through_ops
 from .rewrite import remove_dead
+from .to_dialect.op_table import pass_through_ops
 
 PASS_THROUGH = pass_through_ops()  # Identity, inference Dropout
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 from ..errors import NodeProblem
 from ..ir import CORE, UNCONVERTED, Graph, Model, Node, Value
-from .to_dialect.op_table import NEVER, TABLE
 from .rewrite import problem
+from .to_dialect.op_table import NEVER, TABLE
 
 SHAPE_ONLY = frozenset({"Shape", "Size"})  # read only their input's shape, static by then
 

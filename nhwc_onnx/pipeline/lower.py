@@ -15,8 +15,8 @@ def lowered_pipeline(pipeline):
     import onnx
     from onnx import helper, version_converter
 
-    from ..runtime.standard_onnx import LOWERED_IR_VERSION, LOWERED_OPSET, lower_model
     from ..ir.metadata import KEY_IO_PERMUTATIONS, encode_io_permutations
+    from ..runtime.standard_onnx import LOWERED_IR_VERSION, LOWERED_OPSET, lower_model
     from .partition import _rename
 
     manifest = pipeline.manifest

@@ -14,10 +14,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import ConversionBugError, ModelLoadError
-from ..ir import Model, Node
 from ..files.reads import file_origin
-from ..schemas import DIALECT_OPS, infer_shapes
+from ..ir import Model, Node
 from ..ir.metadata import KEY_IO_PERMUTATIONS, encode_io_permutations
+from ..schemas import DIALECT_OPS, infer_shapes
 
 LOWERED_OPSET = 17
 LOWERED_IR_VERSION = 8  # onnxruntime 1.31 rejects IR 14, which onnx 1.23 writes by default

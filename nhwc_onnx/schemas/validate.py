@@ -1,7 +1,6 @@
 """``validate(model)``: every dialect rule over the whole graph, all problems at once."""
 from __future__ import annotations
 
-
 from ..errors import InvalidModelError, ValidationIssue
 from ..ir import DIALECT, Graph, Model, Node
 from .base import DIALECT_OPS, InferContext, Registry, RuleError, check_attr_value

@@ -10,10 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelLoadError, ValidationIssue
-from ..ir import DIALECT, DeferredArray, Graph, Model, Node, Value
-from ..ir.deferred import ITEMSIZE
 from ..files.onnx_wire import LiftedModel, WireFormatError, lift_raw_data
-from ..onnxfile import ModelProto, NodeProto, TensorProto
 from ..files.reads import (
     MAP_MIN_BYTES,
     element_count,
@@ -22,8 +19,11 @@ from ..files.reads import (
     mapped_array,
     remember_origin,
 )
-from .attributes import read_attribute
+from ..ir import DIALECT, DeferredArray, Graph, Model, Node, Value
+from ..ir.deferred import ITEMSIZE
 from ..ir.metadata import KEY_IO_PERMUTATIONS, READERS, check_model_metadata
+from ..onnxfile import ModelProto, NodeProto, TensorProto
+from .attributes import read_attribute
 from .tensors import dtype_from_onnx, read_type, tensor_to_array
 
 

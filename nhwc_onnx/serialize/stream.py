@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..files.protowire import encode_varint as _varint
 from ..ir import ScaledWeight
 from ..onnxfile import ModelProto, TensorProto
-from ..files.protowire import encode_varint as _varint
 
 # A weight that is not C-ordered little-endian bytes goes out in pieces of about this size
 # through one reused buffer: a whole C-ordered copy would cost its size in fresh memory again.

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ModelLoadError
+from ..files.reads import element_count
 from ..ir import DeferredArray
 from ..onnxfile import TensorProto, TypeProto
-from ..files.reads import element_count
 
 # Dimension denotations (ONNX's own vocabulary) that record a value's layout tag in the file.
 _BATCH, _CHANNEL, _FEATURE = "DATA_BATCH", "DATA_CHANNEL", "DATA_FEATURE"

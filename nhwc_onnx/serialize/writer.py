@@ -11,12 +11,12 @@ import numpy as np
 
 from .. import __version__
 from ..errors import OutputPathError
-from ..ir import CORE, DIALECT, Graph, Model, Value
-from ..onnxfile import AttributeProto, GraphProto, ModelProto, TensorProto, ValueInfoProto
 from ..files.writes import file_mode, open_temp, publish, temp_files, write_target
+from ..ir import CORE, DIALECT, Graph, Model, Value
+from ..ir.metadata import KEY_CONVERTER_VERSION, KEY_IO_PERMUTATIONS, encode_io_permutations
+from ..onnxfile import AttributeProto, GraphProto, ModelProto, TensorProto, ValueInfoProto
 from ..schemas import infer_shapes
 from .attributes import attribute_type, fill_attribute
-from ..ir.metadata import KEY_CONVERTER_VERSION, KEY_IO_PERMUTATIONS, encode_io_permutations
 from .stream import ArrayWriter, write_streaming
 from .tensors import fill_tensor, fill_tensor_header, fill_type
 

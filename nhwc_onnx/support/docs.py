@@ -176,8 +176,8 @@ def generate_markdown() -> str:
 def _frontends_markdown() -> list[str]:
     # Imported here: listing the dialect's ops (nhwc-onnx ops) needs neither the passes nor
     # the frontends.
-    from .claims import GROUPS, NOTES, grouped, source_op_support
     from ..passes.to_dialect.op_table import NEVER, WHEN
+    from .claims import GROUPS, NOTES, grouped, source_op_support
 
     sections = ["# Source ops per framework", "",
                 ("What each source op converts to, derived from its converter's declaration "

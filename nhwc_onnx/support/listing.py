@@ -14,8 +14,8 @@ def ops_listing(op_names: Sequence[str] = (), framework: str | None = None,
                 fmt: str = "text") -> list[str]:
     """The lines of the listing (``fmt`` "json": one JSON document). Unknown op names raise
     UsageError naming each with the closest known one."""
-    from .docs import dialect_ops_json, op_summary_line, op_text_details
     from ..schemas import DIALECT_OPS
+    from .docs import dialect_ops_json, op_summary_line, op_text_details
 
     if framework:
         from .claims import (

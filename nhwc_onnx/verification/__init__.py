@@ -19,7 +19,6 @@ import numpy as np
 from .. import frameworks
 from ..errors import ModelLoadError, UsageError, VerificationError
 from ..ir import Model
-from ..options import ConvertOptions
 from ..ir.metadata import (
     KEY_IO_PERMUTATIONS,
     KEY_PREPROCESSING,
@@ -28,6 +27,7 @@ from ..ir.metadata import (
     read_preprocessing,
     read_source_names,
 )
+from ..options import ConvertOptions
 from .compare import TensorComparison, compare, to_converted_layout, to_source_layout
 from .layers import LayerComparison, compare_layers, first_divergence
 from .samples import Samples, Spread, random_inputs, worse

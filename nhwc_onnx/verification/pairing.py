@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from .. import frameworks
 from ..errors import ModelLoadError
 from ..ir import Model
-from ..options import ConvertOptions
 from ..ir.metadata import (
     KEY_SOURCE_FILE,
     KEY_SOURCE_FRAMEWORK,
     KEY_SOURCE_NAMES,
     read_source_names,
 )
+from ..options import ConvertOptions
 
 
 def check_pairing(source: str | os.PathLike, framework: str | frameworks.Framework,

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from nhwc_onnx.frontends.base import OpRegistry
-from nhwc_onnx.support.claims import frontend_registry
 from nhwc_onnx.schemas import DIALECT_OPS
 from nhwc_onnx.serialize import load
+from nhwc_onnx.support.claims import frontend_registry
 
 # -- ops ----------------------------------------------------------------------------------------
 

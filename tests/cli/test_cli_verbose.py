@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from nhwc_onnx import api
-from nhwc_onnx.passes.to_dialect.pipeline import dialect_passes
 from nhwc_onnx.passes.pipeline import core_passes
+from nhwc_onnx.passes.to_dialect.pipeline import dialect_passes
 
 MODEL = Path(__file__).resolve().parents[2] / "examples" / "onnx" / "small_nchw.onnx"
 SECONDS = re.compile(r"\d+\.\d+ s\b")

@@ -10,8 +10,8 @@ from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext, PassResult
 from nhwc_onnx.passes import pipeline as pipeline_module
 from nhwc_onnx.passes.pipeline import to_dialect
-from tests.core_reference import run_core
 from nhwc_onnx.runtime import run
+from tests.core_reference import run_core
 
 RNG = np.random.default_rng(11)
 N, C, H, W = 2, 3, 9, 7

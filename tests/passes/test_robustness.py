@@ -13,8 +13,8 @@ from nhwc_onnx.errors import InvalidModelError
 from nhwc_onnx.ir import NCHW, Graph, Model, Node, Value
 from nhwc_onnx.passes.base import PassContext
 from nhwc_onnx.passes.fold_constants import FoldConstants
-from nhwc_onnx.passes.to_dialect.legalize_tensor import _coordinate, _nearest, _nearest_mismatch
 from nhwc_onnx.passes.static_shapes import StaticShapes
+from nhwc_onnx.passes.to_dialect.legalize_tensor import _coordinate, _nearest, _nearest_mismatch
 from nhwc_onnx.schemas import core as core_eval
 from tests.passes.dialect_oracles import Builder, convert, max_err, rand, run_dialect
 

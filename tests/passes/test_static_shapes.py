@@ -8,8 +8,8 @@ from nhwc_onnx.errors import InvalidModelError, UsageError
 from nhwc_onnx.ir import Graph, Model, Value
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext
-from tests.core_reference import run_core
 from nhwc_onnx.passes.static_shapes import StaticShapes
+from tests.core_reference import run_core
 
 RNG = np.random.default_rng(3)
 WEIGHT = RNG.normal(size=(4, 3, 3, 2)).astype(np.float32)

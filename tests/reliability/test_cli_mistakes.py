@@ -14,8 +14,8 @@ import pytest
 from rel_limits import run_cli_limited
 from rel_models import write_source
 
-from nhwc_onnx.conversion import several as batch
 from nhwc_onnx.api import convert
+from nhwc_onnx.conversion import several as batch
 from nhwc_onnx.errors import EXIT_OK, EXIT_UNREADABLE
 from nhwc_onnx.options import ConvertOptions
 

@@ -82,8 +82,8 @@ def test_dialect_reader_reads_good_external_data(tmp_path):
 def test_one_guard_for_both_onnx_readers(monkeypatch, tmp_path):
     """The source loader and the dialect reader share files.reads.external_span (one home): a
     rule added there applies to both."""
-    from nhwc_onnx.files import reads as safe_io
     from nhwc_onnx.errors import ModelLoadError
+    from nhwc_onnx.files import reads as safe_io
     from nhwc_onnx.frontends.onnx import loader
     from nhwc_onnx.serialize import load, reader
 

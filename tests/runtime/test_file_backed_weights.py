@@ -7,10 +7,10 @@ import numpy as np
 import onnx
 import pytest
 
-from nhwc_onnx.ir import DIALECT, NHWC, Graph, Model, Value
-from nhwc_onnx.runtime import standard_onnx as lowering
-from nhwc_onnx.runtime import run
 from nhwc_onnx.files.reads import file_origin
+from nhwc_onnx.ir import DIALECT, NHWC, Graph, Model, Value
+from nhwc_onnx.runtime import run
+from nhwc_onnx.runtime import standard_onnx as lowering
 from nhwc_onnx.serialize import load, save
 
 

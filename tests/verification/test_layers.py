@@ -32,7 +32,7 @@ def _layers(run_cli, *args, exit_code=0):
     assert result.exit_code == exit_code, result.output
     report = json.loads(result.stdout)
     for entry in report["layers"]:
-        assert LAYER_KEYS <= set(entry)
+        assert set(entry) >= LAYER_KEYS
     return report
 
 

@@ -8,8 +8,7 @@ from ...schemas import RuleError
 from ...schemas.core import infer_output_shapes
 from ..base import Refusal
 from . import caffe_pb2 as pb
-from .builder import CaffeBuilder, canonical_axis, shape_of
-from .builder import one_bottom
+from .builder import CaffeBuilder, canonical_axis, one_bottom, shape_of
 from .registry import REGISTRY
 from .weights import BlobSpec
 

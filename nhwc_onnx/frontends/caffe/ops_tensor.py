@@ -9,8 +9,7 @@ import numpy as np
 
 from ...errors import InvalidModelError
 from . import caffe_pb2 as pb
-from .builder import CaffeBuilder, canonical_axis, shape_of
-from .builder import one_bottom
+from .builder import CaffeBuilder, canonical_axis, one_bottom, shape_of
 from .registry import REGISTRY
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 from ...errors import ModelLoadError
+from ...files.reads import stat_regular
 from ...ir import Model
 from ...options import ConvertOptions
-from ...files.reads import stat_regular
 from .loader import convert_graphdef, load_file
 from .registry import REGISTRY
 

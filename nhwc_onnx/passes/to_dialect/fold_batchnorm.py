@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import CORE
-from .affine import fold, foldable, node_affine
 from ..base import Pass, PassContext, PassResult
 from ..rewrite import affine_batchnorm, sole_consumer
+from .affine import fold, foldable, node_affine
 
 
 class FoldBatchNorm(Pass):

@@ -9,8 +9,8 @@ has another consumer or is a graph output.
 from __future__ import annotations
 
 from ...ir import CORE
-from .affine import fold, foldable, node_affine
 from ..base import Pass, PassContext, PassResult
+from .affine import fold, foldable, node_affine
 
 _TARGETS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 

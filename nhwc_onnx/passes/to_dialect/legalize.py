@@ -16,9 +16,7 @@ import numpy as np
 
 from ...ir import CORE, Graph, Node, Value
 from ...schemas.base import attr
-from . import rounding
 from ..base import PassContext
-from .legalize_tensor import broadcast_to
 from ..rewrite import (
     affine_batchnorm,
     become,
@@ -30,6 +28,8 @@ from ..rewrite import (
     present,
     refuse,
 )
+from . import rounding
+from .legalize_tensor import broadcast_to
 
 MAX_MATERIALISED_BYTES = 16 * 1024 * 1024
 

@@ -8,9 +8,9 @@ never beats the real maximum), as for the undilated MaxPool.
 from __future__ import annotations
 
 from ...ir import Graph, Node
-from . import padding_math as pm
 from ..base import PassContext
 from ..rewrite import become, dims, emit, int_pair, present, refuse
+from . import padding_math as pm
 from .value_range import is_nonnegative
 
 

@@ -13,9 +13,9 @@ import numpy as np
 
 from ...ir import DIALECT, Graph, Node, Value
 from ...schemas.base import attr
-from . import rounding
 from ..base import PassContext
 from ..rewrite import become, const, const_of, dims, emit, positive_axis, present, refuse
+from . import rounding
 
 if TYPE_CHECKING:  # fractions (with decimal) is slow to import; only Resize needs it
     from fractions import Fraction

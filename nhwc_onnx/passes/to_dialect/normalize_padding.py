@@ -23,11 +23,11 @@ import numpy as np
 from ...ir import CORE, Graph, Node, Value
 from ...schemas import batch_values
 from ...schemas.base import attr
+from ..base import Pass, PassContext, PassResult
+from ..rewrite import append_after, const, dims, emit, int_pair, present, refuse, sole_consumer
 from . import padding_math as pm
 from . import rounding
-from ..base import Pass, PassContext, PassResult
 from .op_table import windowed_ops
-from ..rewrite import append_after, const, dims, emit, int_pair, present, refuse, sole_consumer
 from .value_range import is_nonnegative
 
 BATCH_REMEDY = batch_values.REMEDY

@@ -10,8 +10,8 @@ from __future__ import annotations
 from ..base import Pass
 from .fold_batchnorm import FoldBatchNorm
 from .fuse_bias import FuseBias
-from .select_and_legalize import Legalize, SelectOps
 from .normalize_padding import NormalizePadding
+from .select_and_legalize import Legalize, SelectOps
 
 
 def dialect_passes() -> list[Pass]:

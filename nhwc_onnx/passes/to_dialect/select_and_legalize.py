@@ -11,8 +11,8 @@ from __future__ import annotations
 from ...errors import NodeProblem, UnsupportedOpError
 from ...ir import CORE, DIALECT, Graph, Node
 from ..base import Pass, PassContext, PassResult
-from .op_table import default_reason, handlers
 from ..rewrite import apply_handlers, problem
+from .op_table import default_reason, handlers
 
 SELECT = handlers("select")
 LEGALIZE = handlers("legalize")

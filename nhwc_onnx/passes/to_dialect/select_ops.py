@@ -24,7 +24,6 @@ import numpy as np
 
 from ...ir import CORE, DIALECT, Graph, Node
 from ...schemas.base import attr
-from . import activation_idioms
 from ..base import PassContext
 from ..rewrite import (
     become,
@@ -38,6 +37,7 @@ from ..rewrite import (
     refuse,
     shape_of,
 )
+from . import activation_idioms
 
 
 def unary(graph: Graph, node: Node, ctx: PassContext) -> bool:

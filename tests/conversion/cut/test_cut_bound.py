@@ -14,8 +14,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from nhwc_onnx.conversion import cut as exact_cut
 from nhwc_onnx import frameworks
+from nhwc_onnx.conversion import cut as exact_cut
 from nhwc_onnx.conversion.cut import SourceGraph, SourceNode
 from nhwc_onnx.errors import NodeProblem, UnsupportedOpError
 from nhwc_onnx.options import ConvertOptions

@@ -20,7 +20,13 @@ from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.schemas.symbolic_batch import PROBES
 from tests.conversion.symbolic_batch import exporters
-from tests.conversion.symbolic_batch.helpers import assert_close, dims, feeds_at, onnxruntime_outputs, run_converted
+from tests.conversion.symbolic_batch.helpers import (
+    assert_close,
+    dims,
+    feeds_at,
+    onnxruntime_outputs,
+    run_converted,
+)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 BATCH_SIZES = (1, 3, 17, 100)  # 100: N // 100 changes there, and min(N, 5) already at 1 and 3
@@ -325,9 +331,9 @@ def _batch_findings(tmp_path, model) -> list[str]:
     """The nodes the first probe conversion finds reading a number computed from the batch's
     size where the dialect cannot write it."""
     from nhwc_onnx import frameworks
+    from nhwc_onnx.conversion.symbolic_batch import probing
     from nhwc_onnx.passes import PassContext
     from nhwc_onnx.passes.pipeline import to_dialect
-    from nhwc_onnx.conversion.symbolic_batch import probing
 
     path = tmp_path / "m.onnx"
     onnx.save(model, path)

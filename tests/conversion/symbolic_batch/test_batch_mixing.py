@@ -17,7 +17,12 @@ from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.serialize import load
 from tests.conversion.symbolic_batch import exporters
 from tests.conversion.symbolic_batch.exporters import ints
-from tests.conversion.symbolic_batch.helpers import assert_close, feeds_at, onnxruntime_outputs, run_converted
+from tests.conversion.symbolic_batch.helpers import (
+    assert_close,
+    feeds_at,
+    onnxruntime_outputs,
+    run_converted,
+)
 
 INT_MAX = 2**63 - 1
 
@@ -210,8 +215,8 @@ def test_one_number_added_to_every_sample_of_a_rank_1_batch_converts(tmp_path):
 def test_only_a_repeated_number_is_taken_as_a_bias_of_every_sample():
     """generalize() on two hand-made probe graphs: AddBias of x (P,) with a bias of P equal
     numbers becomes per sample; with a bias 0..P-1 (one number per sample) it is refused."""
-    from nhwc_onnx.ir import DIALECT, Graph, Model, Value
     from nhwc_onnx.conversion.symbolic_batch_proof import generalize
+    from nhwc_onnx.ir import DIALECT, Graph, Model, Value
     from nhwc_onnx.schemas.symbolic_batch import PROBES
 
     def probe(size: int, bias) -> Model:

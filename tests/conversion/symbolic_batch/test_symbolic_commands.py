@@ -12,8 +12,8 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from tests.conversion.symbolic_batch import exporters
 from tests.cli_runner import run_cli
+from tests.conversion.symbolic_batch import exporters
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -15,8 +15,8 @@ from onnx import helper
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.passes.base import PassContext
-from tests.core_reference import run_core
 from nhwc_onnx.passes.to_nhwc import ToNHWC
+from tests.core_reference import run_core
 from tests.frontends.onnx.onnx_helpers import convert, make_model, random_feeds, run_ort
 from tests.passes.layout.exported_heads import ANCHORS, NC, NHWC, NLC, weights, yolov8_head
 from tests.passes.layout.test_boundary_near_miss import notes

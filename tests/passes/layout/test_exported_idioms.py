@@ -14,9 +14,9 @@ from nhwc_onnx.ir import Graph, Model, Value
 from nhwc_onnx.passes.base import PassContext
 from nhwc_onnx.passes.layout.table import LAYOUT_RULES
 from nhwc_onnx.passes.layout.walk import LayoutWalk
-from tests.core_reference import run_core
 from nhwc_onnx.passes.static_shapes import infer_graph
 from nhwc_onnx.passes.to_nhwc import _visit as visit
+from tests.core_reference import run_core
 from tests.frontends.onnx.onnx_helpers import make_model
 from tests.passes.layout.exported_heads import NHWC, NLC, pixel_shuffle, pool_1d, weights
 from tests.passes.layout.test_boundary_near_miss import SOURCE_ORDER, notes

@@ -14,9 +14,9 @@ from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.passes import PassContext
 from nhwc_onnx.passes.to_nhwc import ToNHWC
 from tests.frontends.onnx.onnx_helpers import make_model
+from tests.passes.core_oracles import rand, run_pass_and_compare
 from tests.passes.layout.test_boundary_near_miss import NHWC, STORED_NHWC, notes, weights
 from tests.passes.layout.test_contract_onnx import check_against_ort, dialect, transposes
-from tests.passes.core_oracles import rand, run_pass_and_compare
 
 
 def to_nhwc(build, feeds, **options):

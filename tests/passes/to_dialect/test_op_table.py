@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from nhwc_onnx.ir import CORE, UNCONVERTED, Model
+from nhwc_onnx.passes.scan import isolate_unconverted, scan
 from nhwc_onnx.passes.to_dialect import op_table
-from nhwc_onnx.passes.to_dialect.select_and_legalize import LEGALIZE, SELECT
 from nhwc_onnx.passes.to_dialect.normalize_padding import _KINDS
 from nhwc_onnx.passes.to_dialect.op_table import ALWAYS, NEVER, TABLE, WHEN
-from nhwc_onnx.passes.scan import isolate_unconverted, scan
+from nhwc_onnx.passes.to_dialect.select_and_legalize import LEGALIZE, SELECT
 from nhwc_onnx.schemas import CORE_OPS, DIALECT_OPS
 from tests.passes.dialect_oracles import Builder, convert, rand, run_dialect
 
@@ -32,8 +32,8 @@ def test_every_core_op_is_declared_once_with_what_it_becomes():
 
 
 def test_the_passes_read_their_op_lists_from_the_table():
-    assert SELECT == {op: e.select for op, e in TABLE.items() if e.select is not None}
-    assert LEGALIZE == {op: e.legalize for op, e in TABLE.items() if e.legalize is not None}
+    assert {op: e.select for op, e in TABLE.items() if e.select is not None} == SELECT
+    assert {op: e.legalize for op, e in TABLE.items() if e.legalize is not None} == LEGALIZE
     assert _KINDS == {"Conv": "conv", "MaxPool": "max", "AveragePool": "avg"}
     assert op_table.pass_through_ops() == {"Identity", "Dropout"}
 

@@ -7,16 +7,14 @@ measured error is the rewrite's own (the source's summation rounding is not the 
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.passes.dialect_oracles import Builder, convert, pool_ref, run_dialect
-
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.passes.to_dialect.rounding import ROUNDING_REWRITES
+from tests.passes.dialect_oracles import Builder, convert, pool_ref, run_dialect
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SHAPE = (1, 3, 5, 4)

@@ -19,9 +19,9 @@ from nhwc_onnx import convert, verify
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.frameworks import load_source
 from nhwc_onnx.ir import CORE
-from nhwc_onnx.support.claims import frontend_registry, support_of
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.runtime import run
+from nhwc_onnx.support.claims import frontend_registry, support_of
 
 TOL = 1e-4
 NODE = "node"

@@ -11,8 +11,8 @@ import importlib
 
 import pytest
 
-from nhwc_onnx.support.claims import frontend_registry
 from nhwc_onnx.passes.to_dialect.op_table import NEVER
+from nhwc_onnx.support.claims import frontend_registry
 from tests.support.op_claims.harness import Case, check_converts, check_refused, claim
 
 FRAMEWORKS = {"onnx": "onnx_cases", "tf": "tf_cases", "caffe": "caffe_cases"}
