@@ -135,7 +135,7 @@ def check(path: Path, use_dialect: bool) -> tuple[str, str]:
     try:
         start = time.perf_counter()
         # The frontend alone: an open batch read as 1 (the probe the API varies)
-        model = load(path, ConvertOptions(input_shapes=shapes, batch_probe=1))
+        model = load(path, ConvertOptions(input_shapes=shapes).running(batch_probe=1))
         seconds = time.perf_counter() - start
     except NhwcOnnxError as exc:
         return label, f"refused: {str(exc).splitlines()[0]}"

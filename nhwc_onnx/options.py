@@ -228,6 +228,34 @@ def _flag(value: Any, parameter: str) -> None:
 
 
 @dataclass(frozen=True)
+class RunState:
+    """What one run tells the frontends beside the user's options; nhwc-onnx sets it
+    (``ConvertOptions.running``), nothing records it.
+
+    ``keep_going``: convert what converts and return the model with ``model.refused`` (a
+    stand-in per source node not converted) instead of raising, so the pass pipeline lists
+    every stage's refusals in one error (``convert`` and ``info`` set it). ``batch_probe``: the
+    size an open batch takes in one of the two probe conversions (``conversion.symbolic_batch``).
+    ``constant_inputs``: ONNX graph inputs given a constant value (name -> array), as test
+    suites feed weights, shapes and scales.
+    """
+
+    keep_going: bool = False
+    batch_probe: int | None = None
+    constant_inputs: Mapping[str, Any] = field(default_factory=FrozenMapping, compare=False)
+
+    def __post_init__(self) -> None:
+        _flag(self.keep_going, "keep_going")
+        if self.batch_probe is not None:
+            object.__setattr__(self, "batch_probe",
+                               _count(self.batch_probe, "batch_probe", 1))
+        if not isinstance(self.constant_inputs, Mapping):
+            raise _type_error("constant_inputs", "a mapping NAME -> array",
+                              self.constant_inputs)
+        object.__setattr__(self, "constant_inputs", FrozenMapping(self.constant_inputs))
+
+
+@dataclass(frozen=True)
 class ConvertOptions:
     """Everything a conversion can be told. Made once (by the caller, the command line or a
     batch), read by every part; ``replace`` makes a changed copy (checked again).
@@ -251,10 +279,6 @@ class ConvertOptions:
     strict: bool = False  # refuse rounding-level rewrites too (docs/rounding.md)
     keep_layout: tuple[str, ...] = ()  # graph inputs/outputs kept in the source's axis order
     exact_cut: bool = True  # a refusal carries the checked exact cut (nhwc_onnx.conversion.cut)
-    # Frontends: convert what converts and return the model with ``model.refused`` (a stand-in
-    # per source node not converted) instead of raising; the pass pipeline then lists every
-    # stage's refusals in one error. ``convert`` sets it; changes no converted model.
-    keep_going: bool = False
     # Graph input/output names: OLD -> NEW (applied to the names the model gets by default).
     rename: Mapping[str, str] = field(default_factory=FrozenMapping)
     # Preprocessing embedded in the model (nhwc_onnx.passes.preprocess): the input then takes
@@ -263,12 +287,8 @@ class ConvertOptions:
     mean: Mapping[str, tuple[float, ...]] = field(default_factory=FrozenMapping)
     std: Mapping[str, tuple[float, ...]] = field(default_factory=FrozenMapping)
     reverse_channels: tuple[str, ...] = ()  # inputs ('' = the image input) read as BGR<->RGB
-    # ONNX only: graph inputs given a constant value (name -> array); test suites feed
-    # weights, shapes, scales ... as inputs. Not recorded in the report.
-    constant_inputs: Mapping[str, Any] = field(default_factory=FrozenMapping, compare=False)
-    # Internal (nhwc_onnx.conversion.symbolic_batch): the size a symbolic batch takes in one of the two
-    # probe conversions. Never recorded; callers leave it None.
-    batch_probe: int | None = None
+    # The run's own state (``running``): never given by a caller, never recorded.
+    _run: RunState = field(default_factory=RunState, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:
@@ -291,8 +311,8 @@ class ConvertOptions:
                         f"--input-shape {name} gives the batch {dims[0]} but --batch "
                         f"{self.batch} sets it for every input; give one of them (or -1 in "
                         "--input-shape)", param_hint="batch")
-        if self.batch_probe is not None:
-            put("batch_probe", _count(self.batch_probe, "batch_probe", 1))
+        if not isinstance(self._run, RunState):
+            raise _type_error("_run", "a RunState", self._run)
         if self.weights is not None:
             if not isinstance(self.weights, (str, os.PathLike)):
                 raise _type_error("weights", "a path or 'random'", self.weights)
@@ -304,21 +324,33 @@ class ConvertOptions:
             raise UsageError(f"expected 'nhwc' or 'default' (''), got {self.domain!r}",
                              param_hint="domain")
         put("domain", DOMAINS[self.domain])
-        for name in ("weights_as_constants", "allow_transpose", "strict", "exact_cut",
-                     "keep_going"):
+        for name in ("weights_as_constants", "allow_transpose", "strict", "exact_cut"):
             _flag(getattr(self, name), name)
         put("rename", _renames(self.rename))
         put("mean", _per_input(self.mean, "mean"))
         put("std", _per_input(self.std, "std", positive=True))
         put("reverse_channels", _reversed_inputs(self.reverse_channels))
-        if not isinstance(self.constant_inputs, Mapping):
-            raise _type_error("constant_inputs", "a mapping NAME -> array",
-                              self.constant_inputs)
-        put("constant_inputs", FrozenMapping(self.constant_inputs))
 
     def replace(self, **changes: Any) -> ConvertOptions:
         """A copy with ``changes`` (checked like the original)."""
         return dataclasses.replace(self, **changes)
+
+    def running(self, **state: Any) -> ConvertOptions:
+        """A copy whose run state (``RunState``: keep_going, batch_probe, constant_inputs) has
+        ``state`` changed: what nhwc-onnx tells its own stages, apart from the user's options."""
+        return dataclasses.replace(self, _run=dataclasses.replace(self._run, **state))
+
+    @property
+    def keep_going(self) -> bool:
+        return self._run.keep_going
+
+    @property
+    def batch_probe(self) -> int | None:
+        return self._run.batch_probe
+
+    @property
+    def constant_inputs(self) -> Mapping[str, Any]:
+        return self._run.constant_inputs
 
     def to_report(self) -> dict[str, Any]:
         """The options as the report and the model's metadata record them (plain JSON

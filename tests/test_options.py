@@ -32,8 +32,9 @@ def test_the_report_records_what_was_set_and_only_what_changes_a_conversion():
     options = ConvertOptions(framework="caffe", outputs="conv1",
                              input_shapes={"data": [-1, 3, 9, 9]}, batch=2,
                              weights=Path("w.caffemodel"), seed=7, domain="default",
-                             strict=True, keep_layout="data", exact_cut=False,
-                             constant_inputs={"k": [1.0]})
+                             strict=True, keep_layout="data",
+                             exact_cut=False).running(constant_inputs={"k": [1.0]}, keep_going=True,
+                                                      batch_probe=11)
     assert options.to_report() == {
         "outputs": ["conv1"], "input_shapes": {"data": [-1, 3, 9, 9]}, "batch": 2,
         "weights": "w.caffemodel", "seed": 7, "signature": "serving_default", "domain": "",
@@ -97,13 +98,29 @@ def test_input_shapes_are_a_read_only_copy():
     ("exact_cut", 1, TypeError, r"^ConvertOptions\(exact_cut=...\): expected True or False"),
     ("weights", 3, TypeError, r"^ConvertOptions\(weights=...\): expected a path or 'random'"),
     ("signature", "", TypeError, r"^ConvertOptions\(signature=...\): expected a signature"),
-    ("constant_inputs", [1], TypeError, r"^ConvertOptions\(constant_inputs=...\): expected a "),
 ])
 def test_a_wrong_value_names_its_parameter(field, value, error, says):
     with pytest.raises(error, match=says):
         ConvertOptions(**{field: value})
     if error is UsageError:  # a ValueError to callers that know nothing of the project
         assert issubclass(error, ValueError)
+
+
+@pytest.mark.parametrize("field", ["keep_going", "batch_probe", "constant_inputs"])
+def test_the_run_state_is_no_option_a_caller_gives(field):
+    with pytest.raises(TypeError):
+        ConvertOptions(**{field: None})
+    assert field not in {f.name for f in dataclasses.fields(ConvertOptions)}
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("constant_inputs", [1], r"^ConvertOptions\(constant_inputs=...\): expected a "),
+    ("keep_going", 1, r"^ConvertOptions\(keep_going=...\): expected True or False"),
+    ("batch_probe", 0, r"0 is not in the range x>=1"),
+])
+def test_a_wrong_run_state_names_its_field(field, value, says):
+    with pytest.raises((TypeError, UsageError), match=says):
+        ConvertOptions().running(**{field: value})
 
 
 def test_values_are_normalised():

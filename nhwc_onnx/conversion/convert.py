@@ -165,7 +165,7 @@ def read(job: _Conversion) -> dict[str, str]:
     # The frontend keeps going past refused nodes so the passes judge the rest: one error
     # then lists the refusals of every stage. An open batch takes the probe size.
     job.model = model = frameworks.load_source(
-        job.src, job.fw, symbolic_batch.probing(job.options.replace(keep_going=True)))
+        job.src, job.fw, symbolic_batch.probing(job.options.running(keep_going=True)))
     name_graph_io(model, job.options.rename)
     seconds = job.report.timings["load"] = time.perf_counter() - job.started
     _log().info("load %s (%s): %.3f s", job.src, job.fw.name, seconds)

@@ -50,7 +50,7 @@ def describe_source(path: str | os.PathLike, fw: frameworks.Framework,
     "refused" | "fails", "refused": [{"node", "op", "reason"}], "reason"}``."""
     from . import symbolic_batch
 
-    reading = options.replace(keep_going=True)
+    reading = options.running(keep_going=True)
     try:  # past refused nodes: the conversion below lists the refusals of every stage
         model = frameworks.load_source(path, fw, symbolic_batch.probing(reading))
     except _REFUSED_AT_LOAD as exc:

@@ -80,7 +80,7 @@ def load_at_second_probe(source, framework: frameworks.Framework,
                          options: ConvertOptions) -> Model:
     """The source read with its open batch at the second probe size, its graph inputs and
     outputs named as the first conversion's."""
-    second = frameworks.load_source(source, framework, options.replace(batch_probe=PROBES[1]))
+    second = frameworks.load_source(source, framework, options.running(batch_probe=PROBES[1]))
     name_graph_io(second, options.rename)
     return second
 

@@ -32,7 +32,7 @@ def probing(options):
     with --batch, which fixes every batch)."""
     if options.batch is not None or options.batch_probe is not None:
         return options
-    return options.replace(batch_probe=PROBES[0])
+    return options.running(batch_probe=PROBES[0])
 
 
 def find_override(overrides: Mapping[str, Sequence[int]], *names: str | None) -> list[int] | None:

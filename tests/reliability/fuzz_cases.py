@@ -109,7 +109,7 @@ class CaseFactory:
         else:
             model, done = self._structural(model, rng)
             steps += done
-        options = ConvertOptions(constant_inputs=pinned)
+        options = ConvertOptions().running(constant_inputs=pinned)
         return FuzzCase({"model.onnx": model.SerializeToString()}, "model.onnx", options, steps)
 
     def _tf(self, rng: random.Random) -> FuzzCase:

@@ -75,7 +75,7 @@ def test_onnx_source_runs_with_the_overrides_and_the_cut(run_cli, tmp_path, args
 
 
 def test_pinned_constant_inputs_are_constants_in_the_source_run_too(tmp_path):
-    """ConvertOptions(constant_inputs=...): the graph input is a constant in both models."""
+    """A pinned graph input (the run state's constant_inputs) is a constant in both models."""
     graph = helper.make_graph(
         [helper.make_node("Mul", ["x", "s"], ["y"], name="mul")], "pinned",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 7]),
@@ -84,8 +84,8 @@ def test_pinned_constant_inputs_are_constants_in_the_source_run_too(tmp_path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.save(model, tmp_path / "p.onnx")
-    options = ConvertOptions(constant_inputs={"s": np.array([2, 3, 5], np.float32)
-                                              .reshape(1, 3, 1, 1)})
+    options = ConvertOptions().running(
+        constant_inputs={"s": np.array([2, 3, 5], np.float32).reshape(1, 3, 1, 1)})
     converted = nhwc_onnx.convert(tmp_path / "p.onnx", options=options).model
     report = nhwc_onnx.verify(tmp_path / "p.onnx", converted, options)
     assert report.ok and report.outputs[0].max_abs_error == 0

@@ -6,8 +6,8 @@ converted, then emits core ops in NCHW (``data_format="NCHW"``, Conv weights ``O
 ConvTranspose ``IOHW``). Graph inputs keep their ONNX names; rank-4 ones are tagged NCHW.
 
 Options: ``input_shapes`` / ``batch`` fix unknown dims; ``inputs`` / ``outputs`` cut the graph;
-``constant_inputs = {name: array}`` turns graph inputs into constants (ONNX test cases feed
-weights, shapes, scales ... as inputs).
+the run state's ``constant_inputs = {name: array}`` (``ConvertOptions.running``) turns graph
+inputs into constants (ONNX test cases feed weights, shapes, scales ... as inputs).
 """
 from __future__ import annotations
 

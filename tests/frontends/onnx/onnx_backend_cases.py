@@ -93,7 +93,7 @@ def run_case(proto: onnx.ModelProto, inputs: list, outputs: list,
     bug = ""
     inputs, outputs = as_arrays(inputs), as_arrays(outputs)
     for pinned, keep in _with_keep_layout(_attempts(proto, inputs)):
-        options = ConvertOptions(constant_inputs=pinned)
+        options = ConvertOptions().running(constant_inputs=pinned)
         try:
             model = load_proto(proto, options, float32_only=float32_only)
             names = [v.name for v in model.graph.inputs]
