@@ -133,33 +133,6 @@ def framework_option(*, extra: tuple[str, ...] = (), help: str):
                         help=help)
 
 
-def source_options(command):
-    """--framework, --weights, --seed, --inputs, --outputs, --input-shape, --batch and
-    --signature: every command that reads a source model takes them (see ``convert_options``)."""
-    for decorate in reversed((
-        framework_option(help="Source framework (default: from the file extension)."),
-        click.option("--weights", metavar="FILE",
-                     help="Caffe: the .caffemodel, or 'random' for seeded random weights (to "
-                          "check convertibility without weights)."),
-        click.option("--seed", type=int, default=0, show_default=True, metavar="N",
-                     help="Seed for --weights random and for random verification inputs."),
-        click.option("--inputs", "input_names", metavar="NAMES",
-                     help="Graph input tensor names, comma separated."),
-        click.option("--outputs", "output_names", metavar="NAMES",
-                     help="Graph output tensor names, comma separated."),
-        click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D1,D2,...",
-                     help="An input's whole shape, in the source layout (repeatable); D1 = -1 "
-                          "keeps its batch symbolic."),
-        click.option("--batch", type=AT_LEAST_ONE, metavar="N",
-                     help="Set axis 0 (the batch) of every graph input to N. Without it a "
-                          "symbolic batch stays symbolic and a fixed one stays fixed."),
-        click.option("--signature", default="serving_default", show_default=True,
-                     metavar="NAME", help="TensorFlow SavedModel signature."),
-    )):
-        command = decorate(command)
-    return command
-
-
 def tolerance_options(command):
     """--atol and --rtol, the same for convert --verify and verify."""
     command = click.option("--rtol", type=NonNegativeFloat(), default=1e-4, show_default=True,
@@ -257,14 +230,3 @@ def parse_channel_values(values: tuple[str, ...], flag: str) -> dict[str, list[f
                              " is given twice", param_hint=flag)
         parsed[name] = parsed_values
     return parsed
-
-
-def convert_options(params: dict, **more):
-    """The ConvertOptions of a command's ``source_options`` (and ``more`` fields)."""
-    from ..options import ConvertOptions
-
-    return ConvertOptions(framework=params["framework"], inputs=params["input_names"],
-                          outputs=params["output_names"],
-                          input_shapes=parse_shapes(params["input_shapes"]),
-                          batch=params["batch"], weights=params["weights"], seed=params["seed"],
-                          signature=params["signature"], **more)

@@ -16,18 +16,14 @@ from .common import (
     OUTPUT,
     PathType,
     Settings,
-    convert_options,
     echo,
     framework_option,
-    names_option,
-    parse_channel_values,
     parse_input_files,
-    parse_renames,
     progress,
-    source_options,
     tolerance_options,
     verification_options,
 )
+from .conversion_options import options_from, output_options, source_options
 
 
 @click.command()
@@ -39,33 +35,10 @@ from .common import (
 @click.option("--output-dir", type=OUTPUT, metavar="DIR",
               help="Output folder (several sources: <dir>/<source name>.onnx).")
 @source_options
-@click.option("--domain", type=click.Choice(["nhwc", "default"]), default="nhwc",
-              show_default=True, help="Operator-set domain of dialect ops ('default' = '').")
-@click.option("--weights-as-constants", is_flag=True, help="Weights as Constant nodes.")
-@click.option("--allow-transpose", is_flag=True,
-              help="Insert a layout Transpose where NCHW semantics need one (warns per node).")
-@click.option("--strict", is_flag=True,
-              help="Refuse rounding-level rewrites too (x/c as x*(1/c), ...): bit-exact only.")
-@names_option("--keep-layout", metavar="NAME[,NAME]",
-              help="Keep these graph inputs/outputs in the source's axis order (not NHWC).")
-@names_option("--rename", metavar="OLD=NEW",
-              help="Rename a graph input or output (repeatable).")
-@names_option("--mean", metavar="[NAME=]V[,V...]",
-              help="Embed x - mean in the image input (one value or one per channel, in the "
-                   "source's channel order); NAME= when the model has several.")
-@names_option("--std", metavar="[NAME=]V[,V...]",
-              help="Embed division by std in the image input (after --mean); with --strict only "
-                   "powers of two.")
-@click.option("--reverse-channels", multiple=True, is_flag=False, flag_value="",
-              metavar="[=NAME]",
-              help="Embed a reversal of the image input's channels (RGB <-> BGR), before "
-                   "--mean; =NAME when the model has several image inputs.")
+@output_options
 @click.option("--report", "report_path", metavar="PATH",
               help="Write the conversion report as JSON (several sources: a folder that gets "
                    "one <output name>.report.json per model).")
-@click.option("--no-cut", is_flag=True,
-              help="On a refusal, only list the refused nodes: no exact cut (which costs up to "
-                   "one more conversion of the convertible part).")
 @click.option("--split", is_flag=True,
               help="A refused model becomes a pipeline folder (-o): dialect segments and "
                    "standard ONNX segments for the refused nodes.")
@@ -79,7 +52,7 @@ from .common import (
                    "of usable CPUs.")
 @click.pass_obj
 def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
-            output_dir: str | None, report_path: str | None, no_cut: bool, split: bool,
+            output_dir: str | None, report_path: str | None, split: bool,
             do_verify: bool, bisect: bool, atol: float, rtol: float,
             feeds: tuple[str, ...], layers: bool, samples: int, html_path: str | None,
             jobs: int, **params) -> None:
@@ -88,13 +61,7 @@ def convert(settings: Settings, sources: tuple[str, ...], output: str | None,
     Nothing is written when a model cannot be converted exactly. Exit codes: 0 ok,
     1 unsupported/invalid, 2 unreadable input, 3 verification failed.
     """
-    options = convert_options(
-        params, domain=params["domain"], weights_as_constants=params["weights_as_constants"],
-        allow_transpose=params["allow_transpose"], strict=params["strict"],
-        keep_layout=",".join(params["keep_layout"]), rename=parse_renames(params["rename"]),
-        mean=parse_channel_values(params["mean"], "--mean"),
-        std=parse_channel_values(params["std"], "--std"),
-        reverse_channels=params["reverse_channels"], exact_cut=not no_cut)
+    options = options_from(params)
     inputs = parse_input_files(feeds)
     _check_usage(sources, output, output_dir, split, bisect, html_path, inputs, do_verify,
                  layers, samples)
@@ -257,7 +224,7 @@ def verify(settings: Settings, source: str, converted: str, feeds: tuple[str, ..
     from ..api import verify as api_verify
     from ..files.npy import load_npy
 
-    options = convert_options(params)
+    options = options_from(params)
     inputs = parse_input_files(feeds)
     if html_path:  # checked before anything is read or run
         from ..files.writes import plan_targets
