@@ -168,9 +168,15 @@ def _as_option(exc: UsageError, ctx: click.Context) -> UsageError:
     the option that sets it (``--input``): the command's parameter of that name."""
     command = ctx.command.get_command(ctx, ctx.invoked_subcommand or "") \
         if ctx.invoked_subcommand and isinstance(ctx.command, click.Group) else None
+    hint, _, key = exc.param_hint.partition("[")  # mean['x']: the --mean value of input x
+    problem = f"{key.rstrip(']')}: {exc.problem}" if key else exc.problem
+    if command is not None and command.name in ("convert", "verify"):
+        from .conversion_options import parameter_of_field
+
+        hint = parameter_of_field(hint)  # inputs -> input_names, exact_cut -> no_cut ...
     for param in getattr(command, "params", ()):
-        if param.name == exc.param_hint and isinstance(param, click.Option):
-            return UsageError(exc.problem, param_hint=param.opts[0])
+        if param.name == hint and isinstance(param, click.Option):
+            return UsageError(problem, param_hint=param.opts[0])
     return exc
 
 

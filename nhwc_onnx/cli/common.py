@@ -188,11 +188,7 @@ def parse_shapes(values: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
         except ValueError:
             raise UsageError(f"'{item}': expected NAME=D1,D2,... (e.g. input=1,224,224,3)",
                              param_hint="--input-shape") from None
-        dims = shapes[name]
-        if any(d <= 0 for d in dims[1:]) or (dims and dims[0] <= 0 and dims[0] != -1):
-            raise UsageError(f"'{item}': every dimension must be positive (the first may be "
-                             "-1: a symbolic batch)", param_hint="--input-shape")
-    return shapes
+    return shapes  # the sizes are checked where every caller's are: ConvertOptions
 
 
 def parse_renames(values: tuple[str, ...]) -> dict[str, str]:

@@ -127,6 +127,12 @@ source_options = _decorator(SOURCE_FLAGS)
 output_options = _decorator(OUTPUT_FLAGS)
 
 
+def parameter_of_field(field: str) -> str:
+    """The command's parameter that sets ConvertOptions' ``field`` (``field`` itself when none
+    does), so that a library error names the option the user typed."""
+    return next((f.param for f in (*SOURCE_FLAGS, *OUTPUT_FLAGS) if f.field == field), field)
+
+
 def options_from(params: dict[str, Any]) -> ConvertOptions:
     """The ConvertOptions of the declared options among ``params`` (each taken out of it)."""
     from ..options import ConvertOptions
