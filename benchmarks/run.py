@@ -15,6 +15,7 @@ and .md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -145,10 +146,8 @@ GNU_TIME = "/usr/bin/time"
 
 
 def _kill_group(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # it ended on its own just now
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # it ended on its own just now
 
 
 def measure(cmd: list[str], timeout: float, env: dict | None = None) -> Sample:

@@ -159,7 +159,10 @@ def repro_caffe_blob_data_as_varint(folder: Path):
 
 def repro_onnx_range_2_pow_40(folder: Path):
     """Range(0, 2^40, 1) summed into the input: folding it allocates 8 TiB."""
-    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
+
+    def i64(name, v):
+        return numpy_helper.from_array(np.array(v, np.int64), name)
+
     nodes = [helper.make_node("Range", ["start", "limit", "delta"], ["r"]),
              helper.make_node("Cast", ["r"], ["rf"], to=TensorProto.FLOAT),
              helper.make_node("ReduceSum", ["rf"], ["s"], keepdims=0),
