@@ -266,8 +266,8 @@ class ConvertOptions:
     # ONNX only: graph inputs given a constant value (name -> array); test suites feed
     # weights, shapes, scales ... as inputs. Not recorded in the report.
     constant_inputs: Mapping[str, Any] = field(default_factory=FrozenMapping, compare=False)
-    # Internal (nhwc_onnx.conversion.symbolic_batch): the size a symbolic batch takes in one of the two
-    # probe conversions. Never recorded; callers leave it None.
+    # Internal (nhwc_onnx.conversion.symbolic_batch): the size a symbolic batch takes in one of the
+    # two probe conversions. Never recorded; callers leave it None.
     batch_probe: int | None = None
 
     def __post_init__(self) -> None:

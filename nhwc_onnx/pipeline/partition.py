@@ -9,7 +9,8 @@ and the partition is made again (refused only for layout, it first holds the bou
 tensors the value comes from in the source's axis order); so does a boundary tensor the two
 dialect segments around it would hold in different layouts. A dialect island without a
 weight product (Conv, ConvTranspose, Gemm, MatMul) stays standard: it would add two segments
-and move no multiply-accumulate work. Constant subgraphs are copied into each segment that reads them.
+and move no multiply-accumulate work. Constant subgraphs are copied into each segment that reads
+them.
 """
 from __future__ import annotations
 
