@@ -53,7 +53,8 @@ def test_failed_save_leaves_old_file_and_no_temp_files(rich_model, tmp_path, mon
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(writer_module.os, "fsync", broken_fsync)
-    with pytest.raises(OutputPathError, match=r"cannot write the output \(No space left on device\)"):
+    with pytest.raises(OutputPathError,
+                       match=r"cannot write the output \(No space left on device\)"):
         save(rich_model, target)
     assert target.read_bytes() == b"old contents"
     assert _dir_listing(tmp_path) == ["m.onnx"]
