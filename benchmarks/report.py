@@ -117,7 +117,8 @@ def commands_table(commands: dict) -> str:
 
 
 def markdown_table(results: dict) -> str:
-    """The table of docs/benchmarks.md: one row per model; time = median (min-max) seconds, RSS = peak MB."""
+    """The table of docs/benchmarks.md: one row per model; time = median (min-max) seconds, RSS =
+    peak MB."""
     m = results["machine"]
     lines = [
         (f"Measured {results['date']} on {m['cpu']} ({m['cores']} cores, "

@@ -15,6 +15,7 @@ and .md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -145,10 +146,8 @@ GNU_TIME = "/usr/bin/time"
 
 
 def _kill_group(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # it ended on its own just now
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # it ended on its own just now
 
 
 def measure(cmd: list[str], timeout: float, env: dict | None = None) -> Sample:
@@ -193,8 +192,10 @@ def failure_text(sample: Sample) -> str:
     if sample.returncode < 0:
         how = {-9: "killed (SIGKILL: out of memory or timeout)", -15: "terminated (SIGTERM)"}.get(
             sample.returncode, f"killed by signal {-sample.returncode}")
+        tail = sample.stderr_tail.strip()
+        last = tail.splitlines()[-1][-200:] if tail else ""
         return (f"{how} after {sample.seconds:.0f} s at {sample.rss_kb / 1024:.0f} MB peak RSS; "
-                f"{sample.stderr_tail.strip().splitlines()[-1][-200:] if sample.stderr_tail.strip() else ''}")
+                f"{last}")
     lines = [ln for ln in sample.stderr_tail.strip().splitlines() if ln.strip()]
     return f"exit {sample.returncode}: " + " / ".join(lines[-3:])[-400:]
 
@@ -484,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     stamp = dt.datetime.now(dt.timezone.utc)
     results = {"date": stamp.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine_info(),
                "runs": args.runs, "ours_via": args.ours_via,
-               "ours_pythonpath": args.ours_pythonpath, "revision": source_revision(), "anchors": installed, "models": {}}
+               "ours_pythonpath": args.ours_pythonpath, "revision": source_revision(),
+               "anchors": installed, "models": {}}
     for name in names:
         model = bench_models.make(name, args.cache, args.corpus).to_dict()
         entry = {k: model[k] for k in ("framework", "bytes", "weight_bytes", "available",

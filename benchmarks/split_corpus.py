@@ -4,8 +4,8 @@
 
 For every ONNX model (``*/*.onnx``) whose plain conversion is refused: the split (segments by kind,
 share of MACs in dialect segments, bytes passed between segments per sample), the end-to-end
-verification against onnxruntime (1e-4; a backend test's stored inputs when it has them), and the time of ``--split`` against the refused plain
-conversion. Prints a Markdown table and a summary.
+verification against onnxruntime (1e-4; a backend test's stored inputs when it has them), and the
+time of ``--split`` against the refused plain conversion. Prints a Markdown table and a summary.
 """
 from __future__ import annotations
 

@@ -84,4 +84,5 @@ def test_python_api_example_runs(tmp_path, monkeypatch):
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102  (the README's own code)
     assert namespace["outputs"]["probabilities"].shape == (1, 5)
     np.testing.assert_allclose(namespace["outputs"]["probabilities"].sum(), 1.0, rtol=1e-5)
-    assert (tmp_path / "copy.onnx").read_bytes() == (REPO / "examples/tiny_convnet.onnx").read_bytes()
+    assert ((tmp_path / "copy.onnx").read_bytes()
+            == (REPO / "examples/tiny_convnet.onnx").read_bytes())

@@ -8,6 +8,7 @@ Options shared by several commands are declared once, in ``common``.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -191,10 +192,8 @@ def _printed_by_click(exc: BaseException) -> bool:
 
 def _stdout_refused(exc: OSError) -> None:
     _silence_stdout()
-    try:
+    with contextlib.suppress(OSError):  # stderr refuses too: the exit code is all that is left
         echo(f"Error: cannot write to standard output ({exc.strerror or exc})", err=True)
-    except OSError:
-        pass  # stderr refuses too: the exit code is all that is left
 
 
 def _silence_stdout() -> None:

@@ -46,8 +46,8 @@ def source_op_counts(model: Model) -> dict[str, int]:
 
 def describe_source(path: str | os.PathLike, fw: frameworks.Framework,
                     options: ConvertOptions) -> dict[str, Any]:
-    """inputs, outputs, nodes, ops, parameters, metadata and ``conversion``: ``{"status": "converts" |
-    "refused" | "fails", "refused": [{"node", "op", "reason"}], "reason"}``."""
+    """inputs, outputs, nodes, ops, parameters, metadata and ``conversion``: ``{"status":
+    "converts" | "refused" | "fails", "refused": [{"node", "op", "reason"}], "reason"}``."""
     from . import symbolic_batch
 
     reading = options.running(keep_going=True)

@@ -8,8 +8,8 @@ batch at ``PROBES[0]`` and, when some input took it, again at ``PROBES[1]``;
 writes the batch as a name. Equal results at both sizes prove nothing of a number computed
 from the batch's size (``min(N, 5)`` is 5 at both): such numbers are tracked while they fold
 (``schemas.batch_values``), and the nodes both conversions find reading one where the
-dialect cannot write the batch are refused. A source with a fixed batch is converted once, exactly as before
-(the probe size never enters it), so its output and time do not change.
+dialect cannot write the batch are refused. A source with a fixed batch is converted once, exactly
+as before (the probe size never enters it), so its output and time do not change.
 
 Only the first conversion speaks: its warnings, decisions and errors are the ones reported,
 with the probe size written as the batch's name; the second runs quietly.

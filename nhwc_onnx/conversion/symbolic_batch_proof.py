@@ -5,8 +5,8 @@ batch at ``PROBES[0]`` and at ``PROBES[1]``, a model whose ops compute every sam
 gives two dialect graphs that are the same node for node (ops, attributes, constants) and
 differ only in the size of axis 0 of the values computed from the batch, and in the Reshape
 shape constants that spell that size out. ``generalize`` checks exactly that, writes the batch
-as a name on the first graph (a Reshape's batch entry becomes 0: "copy axis 0", as Reshape's special_zero),
-and infers every value's shape with the batch symbolic, under the per-sample rules of
+as a name on the first graph (a Reshape's batch entry becomes 0: "copy axis 0", as Reshape's
+special_zero), and infers every value's shape with the batch symbolic, under the per-sample rules of
 ``schemas.batch``. Since each op of the result computes per sample and is the op both exact
 conversions chose, the result is exact at every batch size.
 

@@ -36,7 +36,8 @@ def load_npy(path: str | os.PathLike) -> np.ndarray:
     except (OSError, ValueError, EOFError) as exc:
         raise ModelLoadError(f"{path}: cannot be read as a .npy array ({exc})") from None
     if dtype.hasobject:
-        raise ModelLoadError(f"{path}: holds Python objects ({dtype}); only numeric arrays are read")
+        raise ModelLoadError(f"{path}: holds Python objects ({dtype}); only numeric arrays are "
+                             "read")
     needed = dtype.itemsize
     for dim in shape:
         needed *= dim  # Python ints: no overflow

@@ -92,10 +92,8 @@ def _set(handler) -> None:
 
 
 def _stopped_while_starting(signum, frame) -> None:
-    try:
+    with contextlib.suppress(OSError):  # stderr closed
         os.write(2, f"Error: stopped by {signal.Signals(signum).name}\n".encode())
-    except OSError:  # stderr closed
-        pass
     os._exit(128 + signum)
 
 

@@ -7,8 +7,8 @@ symbolic batch stays symbolic and a fixed one stays fixed.
 
 A batch is symbolic when the source leaves axis 0 open: no value (TensorFlow's -1 or None,
 an ONNX dim without a value) or a name (ONNX ``dim_param``).
-The conversion runs with a probe size in its place (``nhwc_onnx.conversion.symbolic_batch``, twice with
-two sizes) and writes the symbol back: the source's name for it, else ``N``.
+The conversion runs with a probe size in its place (``nhwc_onnx.conversion.symbolic_batch``, twice
+with two sizes) and writes the symbol back: the source's name for it, else ``N``.
 
 Frontends call these when they create their graph inputs (they need the shapes while
 converting); the static-shapes pass calls ``input_shape`` again on the IR graph's inputs, so

@@ -1,6 +1,7 @@
 """The model's metadata_props keys (one home for every key the converter writes), how a value
-is written under them, and the one reader of each structured value (JSON a file may hold in any shape: every value is checked
-here before the tool uses it, so a malformed one is an unreadable input naming its key)."""
+is written under them, and the one reader of each structured value (JSON a file may hold in any
+shape: every value is checked here before the tool uses it, so a malformed one is an unreadable
+input naming its key)."""
 from __future__ import annotations
 
 import json

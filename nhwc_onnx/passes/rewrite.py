@@ -102,7 +102,8 @@ def affine_batchnorm(graph: Graph, node: Node, x: Value, scale: np.ndarray, bias
     if domain == CORE:
         attrs["axis"] = -1
     return become(node, "BatchNormalization",
-                  [x, const(graph, scale, f"{node.name}/scale"), const(graph, bias, f"{node.name}/B"),
+                  [x, const(graph, scale, f"{node.name}/scale"),
+                   const(graph, bias, f"{node.name}/B"),
                    const(graph, np.zeros(c), f"{node.name}/mean"),
                    const(graph, np.ones(c), f"{node.name}/var")], attrs, domain=domain)
 

@@ -87,7 +87,7 @@ def segment_problems(model, seg) -> list[str]:
             found.append(f"{what} are {names} in the file, {[e.name for e in listed]} in "
                          "pipeline.json")
             continue
-        for e, (name, shape, dtype, perm) in zip(listed, actual):
+        for e, (_name, shape, dtype, perm) in zip(listed, actual):
             found += _entry_problems(e, shape, dtype, perm, seg.kind)
     return found
 

@@ -23,7 +23,7 @@ def lowered_pipeline(pipeline):
     boundary = {e.name for e in manifest.inputs + manifest.outputs} | {
         e.name for s in manifest.segments for e in s.inputs + s.outputs}
     nodes, inits, opsets, functions = [], [], {"": LOWERED_OPSET}, []
-    for k, seg in enumerate(manifest.segments):
+    for _k, seg in enumerate(manifest.segments):
         model = pipeline.models[seg.file]
         if seg.kind == DIALECT:
             proto = lower_model(model)

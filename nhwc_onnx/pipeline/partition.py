@@ -9,7 +9,8 @@ and the partition is made again (refused only for layout, it first holds the bou
 tensors the value comes from in the source's axis order); so does a boundary tensor the two
 dialect segments around it would hold in different layouts. A dialect island without a
 weight product (Conv, ConvTranspose, Gemm, MatMul) stays standard: it would add two segments
-and move no multiply-accumulate work. Constant subgraphs are copied into each segment that reads them.
+and move no multiply-accumulate work. Constant subgraphs are copied into each segment that reads
+them.
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def schedule(source: OnnxSource, standard: set[int]) -> list[Planned]:
     best: list[Planned] | None = None
     for first in (DIALECT, STANDARD):
         place: dict[int, int] = {}
-        for i, node in enumerate(source.order):
+        for i, _node in enumerate(source.order):
             if not source.live[i]:
                 continue
             kind = STANDARD if i in standard else DIALECT
@@ -101,7 +102,7 @@ def _boundaries(source: OnnxSource, segments: list[Planned]) -> None:
                     reads[t] = None
         seg.inputs = list(reads)
     wanted = set(source.outputs)
-    for k, seg in enumerate(segments):
+    for _k, seg in enumerate(segments):
         read_later = {t for other in segments if other is not seg for t in other.inputs}
         seg.outputs = [o for i in sorted(seg.nodes) for o in source.order[i].output
                        if o and (o in read_later or o in wanted)]
@@ -154,7 +155,7 @@ def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpE
             continue
         converted = _convert_dialect_segments(
             source, segments, options, convert_segment, cache, source_order, notes, standard,
-            lambda problems: take(problems) and _round < MAX_ROUNDS)
+            lambda problems, this_round=_round: take(problems) and this_round < MAX_ROUNDS)
         if converted is None:
             continue
         moved = _layout_conflicts(source, segments, converted, options)

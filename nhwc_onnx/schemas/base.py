@@ -358,8 +358,8 @@ def conv_transpose_axis(size: int, kernel: int, stride: int, dilation: int, out_
 def conv_transpose_tf(
     i: int, k: int, s: int, d: int, out_pad: int, mode: str, out: int | None = None
 ) -> tuple[int, int, int]:
-    """ConvTranspose per docs/design.md (the dialect rules): (output size, crop at begin, crop at end). The core rule
-    with TF's SAME (the odd cropped pixel at the end) or VALID.
+    """ConvTranspose per docs/design.md (the dialect rules): (output size, crop at begin, crop at
+    end). The core rule with TF's SAME (the odd cropped pixel at the end) or VALID.
 
     A negative end crop means zero-fill at the end (TF SAME with kernel shorter than stride).
     """

@@ -1,7 +1,7 @@
 """Values computed from a symbolic batch's size, tracked while constants fold.
 
-A probe conversion (``nhwc_onnx.conversion.symbolic_batch``) gives an open batch a size, so ``Shape`` or
-``Size`` of a tensor that carries it folds to a number such as 11. That number is not a
+A probe conversion (``nhwc_onnx.conversion.symbolic_batch``) gives an open batch a size, so
+``Shape`` or ``Size`` of a tensor that carries it folds to a number such as 11. That number is not a
 constant of the model: it is N. Every folded value computed from it carries, per element, its
 slope in N (``value = slope * N + offset``, where ``offset = value - slope * probe``), NaN
 where the element is no affine function of N (a Min, a comparison, a rounding division, a
@@ -368,6 +368,7 @@ def _problem(value: Value, reader: Node, index: int, probe: int) -> NodeProblem:
            if reader.op == "Reshape" and index == 1 else f"as input {index}")
     return NodeProblem(
         reader.name, reader.doc or reader.op,
-        f"reads '{value.name}' = {describe(value.meta[SLOPE], value.const, probe)}, computed from {read}, {how}: a "
-        f"number that changes with the batch size cannot be folded into a constant; {REMEDY}",
+        f"reads '{value.name}' = {describe(value.meta[SLOPE], value.const, probe)}, computed "
+        f"from {read}, {how}: a number that changes with the batch size cannot be folded into a "
+        f"constant; {REMEDY}",
         "batch")

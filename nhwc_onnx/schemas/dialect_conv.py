@@ -1,8 +1,9 @@
 """Dialect ops with weights: Conv, DepthwiseConv2d, ConvTranspose, Dense, Gemm, MatMul.
 
-Spec: the dialect spec v0.1 with the decisions of docs/design.md ("The dialect, rule by rule"). Activations are NHWC; SAME/VALID
-are TensorFlow's. Lowerings emit standard ONNX (opset 17): Conv-like ops run in NCHW between
-two Transposes, which is only the executable meaning used by ``nhwc_onnx.runtime``.
+Spec: the dialect spec v0.1 with the decisions of docs/design.md ("The dialect, rule by rule").
+Activations are NHWC; SAME/VALID are TensorFlow's. Lowerings emit standard ONNX (opset 17):
+Conv-like ops run in NCHW between two Transposes, which is only the executable meaning used by
+``nhwc_onnx.runtime``.
 """
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def _infer_conv(ctx: InferContext) -> list:
     if c is not None and c // group != c_per_group:
         # Name the kernel from kernel_shape when given: W's own middle dims may be the wrong ones.
         ks = ctx.attr("kernel_shape")
-        ekh, ekw = (ks[0], ks[1]) if isinstance(ks, (list, tuple)) and len(ks) == 2 else ("kH", "kW")
+        ekh, ekw = ((ks[0], ks[1]) if isinstance(ks, (list, tuple)) and len(ks) == 2
+                    else ("kH", "kW"))
         raise RuleError("weight-shape", f"Conv W must be (M, kH, kW, C/group) with C={c}, "
                         f"group={group}", f"(M,{ekh},{ekw},{c // group})",
                         fmt((m, kh, kw, c_per_group)))
@@ -333,8 +335,8 @@ def _lower_gemm(node, L, ins, outs) -> None:
 DIALECT_OPS.register(OpSchema(
     "Gemm", "nhwc",
     "Y = alpha * A' . B' + beta * C (standard ONNX Gemm; A' = A^T if transA, B' = B^T if "
-    "transB). A, B 2-D; C broadcasts one-directionally to (M, N). C is required, as in the dialect spec. "
-    "Used only where Dense does not fit.",
+    "transB). A, B 2-D; C broadcasts one-directionally to (M, N). C is required, as in the "
+    "dialect spec. Used only where Dense does not fit.",
     [Port("A"), Port("B"), Port("C")],
     [Port("Y")],
     {

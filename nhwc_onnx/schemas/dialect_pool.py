@@ -1,8 +1,8 @@
 """Dialect ops that pool, pad, resample or normalise NHWC tensors.
 
 MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, Pad, UpSampling2D, SpaceToDepth,
-BatchNormalization. Spec: the dialect spec v0.1 with the decisions of docs/design.md. The lowerings to standard ONNX
-(opset 17) are the executable meaning used by ``nhwc_onnx.runtime``.
+BatchNormalization. Spec: the dialect spec v0.1 with the decisions of docs/design.md. The lowerings
+to standard ONNX (opset 17) are the executable meaning used by ``nhwc_onnx.runtime``.
 """
 from __future__ import annotations
 

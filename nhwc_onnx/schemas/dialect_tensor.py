@@ -1,11 +1,11 @@
 """Tensor-manipulation dialect ops (domain ``nhwc``): shapes, axes and constants.
 
 Semantics: the dialect spec v0.1 with the decisions of docs/design.md, with the ONNX
-opset 1-7 meanings where the spec copies them: Flatten and Softmax coerce to 2-D at ``axis`` (default 1); Slice takes
-``starts``/``ends``/``axes`` attributes, a negative start/end counts from the end and values
-past the end are clamped; Reshape's ``shape`` is an int64 constant where 0 copies the input
-dimension and one -1 is inferred (OpenVINO Reshape-1, ``special_zero=true``). Every axis attribute is
-non-negative and counts NHWC axes.
+opset 1-7 meanings where the spec copies them: Flatten and Softmax coerce to 2-D at ``axis``
+(default 1); Slice takes ``starts``/``ends``/``axes`` attributes, a negative start/end counts from
+the end and values past the end are clamped; Reshape's ``shape`` is an int64 constant where 0 copies
+the input dimension and one -1 is inferred (OpenVINO Reshape-1, ``special_zero=true``). Every axis
+attribute is non-negative and counts NHWC axes.
 
 Each schema also lowers to standard ONNX (opset 17) for ``nhwc_onnx.runtime``.
 """

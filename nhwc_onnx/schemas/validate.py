@@ -32,13 +32,15 @@ def validate(model: Model | Graph, registry: Registry = DIALECT_OPS) -> list[Val
             issues.append(
                 ValidationIssue(
                     "", "", "output-shape",
-                    f"graph output '{v.name}' is declared with a shape that inference disagrees with",
+                    f"graph output '{v.name}' is declared with a shape that inference "
+                    "disagrees with",
                     _fmt(got), _fmt(v.shape),
                 )
             )
         if v.producer() is None and not v.is_const and v not in graph.inputs:
             issues.append(
-                ValidationIssue("", "", "dangling-output", f"graph output '{v.name}' has no producer")
+                ValidationIssue("", "", "dangling-output",
+                                f"graph output '{v.name}' has no producer")
             )
     return issues
 
@@ -210,7 +212,8 @@ def _check_ports(node: Node, schema, add) -> bool:
         n_in -= 1
     if n_in < schema.min_inputs or (schema.max_inputs is not None and n_in > schema.max_inputs):
         hi = "inf" if schema.max_inputs is None else schema.max_inputs
-        expected = str(schema.min_inputs) if hi == schema.min_inputs else f"{schema.min_inputs}..{hi}"
+        expected = (str(schema.min_inputs) if hi == schema.min_inputs
+                    else f"{schema.min_inputs}..{hi}")
         add("arity", "wrong number of inputs", expected, n_in)
         return False
     for idx in range(n_in):
@@ -224,7 +227,8 @@ def _check_ports(node: Node, schema, add) -> bool:
             add("dtype", f"input '{port.name}' ('{v.name}') has the wrong element type",
                 "/".join(port.dtypes), v.dtype)
         if port.constant and not v.is_const:
-            add("constant-input", f"input '{port.name}' ('{v.name}') must be a constant initializer")
+            add("constant-input",
+                f"input '{port.name}' ('{v.name}') must be a constant initializer")
     n_out = len(node.outputs)
     if n_out != len(schema.outputs):
         add("arity", "wrong number of outputs", len(schema.outputs), n_out)
@@ -242,7 +246,8 @@ def _check_attributes(node: Node, schema, add) -> None:
         spec = schema.attrs.get(name)
         if spec is None:
             known = ", ".join(schema.attrs) or "none"
-            add("unknown-attribute", f"attribute '{name}' is not defined for {node.op} (known: {known})")
+            add("unknown-attribute",
+                f"attribute '{name}' is not defined for {node.op} (known: {known})")
             continue
         why = check_attr_value(name, spec, value)
         if why:

@@ -282,7 +282,8 @@ def test_a_model_in_another_format_than_its_name_says_is_named(invoke, tmp_path,
     noise.write_bytes(bytes(range(256)) * 4)
     result = invoke("convert", noise, "-o", tmp_path / "out.onnx")
     assert result.exit_code == 2 and "it reads as" not in result.stderr
-    weights = invoke("convert", examples / "caffe" / "tiny_net.caffemodel", "-o", tmp_path / "o.onnx")
+    weights = invoke("convert", examples / "caffe" / "tiny_net.caffemodel", "-o",
+                     tmp_path / "o.onnx")
     assert weights.exit_code == 2
     assert "a .caffemodel holds a Caffe net's weights; convert the net's deploy .prototxt with " \
         "--weights" in weights.stderr

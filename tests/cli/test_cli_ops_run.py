@@ -44,8 +44,8 @@ def test_ops_unknown_name_is_a_usage_error(invoke):
     assert "not dialect op(s): Conv2D" in result.stderr
     typo = invoke("ops", "conv", "Softmx", "Pad")
     assert typo.exit_code == 2 and typo.stdout == ""
-    assert "not dialect op(s): conv (did you mean Conv?), Softmx (did you mean Softmax?) (known: Abs," \
-        in typo.stderr
+    assert ("not dialect op(s): conv (did you mean Conv?), Softmx (did you mean Softmax?) "
+            "(known: Abs,") in typo.stderr
 
 
 def _fake_caffe_registry(monkeypatch) -> None:

@@ -45,8 +45,8 @@ def test_verbose_logs_every_stage_with_its_time_on_stderr_only(tmp_path):
     assert stdout_without_times(verbose) == stdout_without_times(plain)
     lines = verbose.stderr.splitlines()
     assert all(line.startswith("INFO nhwc_onnx.") for line in lines), lines
-    assert re.fullmatch(rf"INFO nhwc_onnx.convert: load .*small_nchw.onnx \(onnx\): {SECONDS.pattern}",
-                        lines[0]), lines[0]
+    assert re.fullmatch(rf"INFO nhwc_onnx.convert: load .*small_nchw.onnx \(onnx\): "
+                        rf"{SECONDS.pattern}", lines[0]), lines[0]
     passes = [m.group(1) for line in lines
               if (m := re.fullmatch(rf"INFO nhwc_onnx.passes: pass (\w+): {SECONDS.pattern}",
                                     line))]

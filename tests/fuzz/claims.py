@@ -130,10 +130,10 @@ for _op in ("Add", "Mul", "Sub", "Sum"):
 _pin("onnx", "Mean", _BROADCAST + " (x * (1/n): exact for n a power of two, else refused by "
      "--strict)", _broadcast_exact)
 _VALID_CEIL = "auto_pad VALID only with ceil_mode 0 or whole windows; "
-_pin("onnx", "AveragePool", "dilations are 1; " + _VALID_CEIL + "a 2-D pool of a 4-D map without dilation whose "
-     "windows read the same cells as a SAME or VALID pool (another divisor is corrected by a "
-     "constant ratio map per sample, refused by --strict and with a symbolic batch); "
-     "Reshape: " + _MIXES_AXES,
+_pin("onnx", "AveragePool", "dilations are 1; " + _VALID_CEIL + "a 2-D pool of a 4-D map "
+     "without dilation whose windows read the same cells as a SAME or VALID pool (another "
+     "divisor is corrected by a constant ratio map per sample, refused by --strict and with a "
+     "symbolic batch); Reshape: " + _MIXES_AXES,
      # the ratio map under a symbolic batch is a [batch] refusal: the oracle holds it to
      # the symbolic-batch note (it converts with --batch 3, oracle.judge)
      lambda f: not f.get("dilated") and f.get("rank", 4) == 4 and not f.get("valid_partial")
@@ -177,10 +177,10 @@ _pin("onnx", "MatMul", "both operands are computed (MatMul), or a constant 2-D s
      "also when the rank >= 3 tensor is flattened to 2-D for the product and reshaped back, as "
      "TensorFlow's Tensordot does)",
      lambda f: not f["weight_constant"] or (f["weight_rank"] == 2 and f["rank"] >= 2))
-_pin("onnx", "MaxPool", "the Indices output is unused; " + _VALID_CEIL + "a 2-D pool of a 4-D map whose windows "
-     "have an exact form: SAME or VALID, a zero Pad in front on an input >= 0, else border "
-     "cells replicated; a dilated pool as shifted Slices and Max (padding only on an input "
-     ">= 0); Reshape: " + _MIXES_AXES,
+_pin("onnx", "MaxPool", "the Indices output is unused; " + _VALID_CEIL + "a 2-D pool of a "
+     "4-D map whose windows have an exact form: SAME or VALID, a zero Pad in front on an input "
+     ">= 0, else border cells replicated; a dilated pool as shifted Slices and Max (padding only "
+     "on an input >= 0); Reshape: " + _MIXES_AXES,
      lambda f: _max_pool_exact(f) and _reshape_keeps_meaning(f))
 _pin("onnx", "PRelu", "the slope is constant", lambda f: True)
 _pin("onnx", "Pad", "pads are non-negative, mode constant, reflect or edge; zero padding "

@@ -18,7 +18,8 @@ def rand(*shape, dtype=np.float32, low=-1.0, high=1.0):
 
 def eval_core(op: str, inputs: list, attrs: dict | None = None, n_out: int = 1):
     """Evaluate one core op on arrays (None = absent optional input)."""
-    ins = [None if a is None else Value(f"in{i}", const=np.asarray(a)) for i, a in enumerate(inputs)]
+    ins = [None if a is None else Value(f"in{i}", const=np.asarray(a))
+           for i, a in enumerate(inputs)]
     outs = [Value(f"out{i}") for i in range(n_out)]
     node = Node(op, ins, outs, attrs or {}, name=f"test_{op}")
     result = core_eval.evaluate_node(node, [None if a is None else np.asarray(a) for a in inputs])

@@ -76,8 +76,9 @@ def test_drop_and_insert_axes(case, data):
     drop = set(data.draw(st.lists(st.integers(0, len(shape) - 1), max_size=2)))
     kept = tuple(a for a in range(len(shape)) if a not in drop)
     reduced = x.sum(axis=tuple(drop)) if drop else x
-    stored_reduced = x.transpose(sigma).sum(axis=tuple(i for i, a in enumerate(sigma)
-                                                       if a in drop)) if drop else x.transpose(sigma)
+    stored_reduced = (x.transpose(sigma).sum(axis=tuple(i for i, a in enumerate(sigma)
+                                                        if a in drop))
+                      if drop else x.transpose(sigma))
     out_sigma = drop_axes_layout(sigma, drop)
     assert len(out_sigma) == len(kept)
     np.testing.assert_array_equal(stored_reduced, reduced.transpose(out_sigma))

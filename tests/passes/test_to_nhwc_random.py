@@ -1,4 +1,5 @@
-"""Random NCHW op chains: the pass either keeps the numbers exactly or refuses, never a wrong graph."""
+"""Random NCHW op chains: the pass either keeps the numbers exactly or refuses, never a wrong
+graph."""
 from __future__ import annotations
 
 from collections import Counter
@@ -22,7 +23,8 @@ def _apply(g: Graph, x: Value, shape: list[int], op: str, draw, rng) -> tuple[Va
     if op == "conv":
         m = draw(st.integers(1, 4))
         k = draw(st.sampled_from([1, 3]))
-        node = g.make_node("Conv", [x, g.constant(rng.normal(size=(m, c, k, k)).astype(np.float32))],
+        node = g.make_node("Conv",
+                           [x, g.constant(rng.normal(size=(m, c, k, k)).astype(np.float32))],
                            {"kernel_shape": [k, k], "pads": [k // 2] * 4})
         return node.output, [n, m, h, w]
     if op in ("add", "mul"):

@@ -159,7 +159,10 @@ def repro_caffe_blob_data_as_varint(folder: Path):
 
 def repro_onnx_range_2_pow_40(folder: Path):
     """Range(0, 2^40, 1) summed into the input: folding it allocates 8 TiB."""
-    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
+
+    def i64(name, v):
+        return numpy_helper.from_array(np.array(v, np.int64), name)
+
     nodes = [helper.make_node("Range", ["start", "limit", "delta"], ["r"]),
              helper.make_node("Cast", ["r"], ["rf"], to=TensorProto.FLOAT),
              helper.make_node("ReduceSum", ["rf"], ["s"], keepdims=0),
@@ -321,7 +324,7 @@ def repro_onnx_range_with_an_empty_start(folder: Path):
     return _save(folder, "model.onnx", _onnx_net(nodes, inits)), "onnx", ConvertOptions()
 
 
-# -- 21, 22: found by the seed-23 campaigns (02:15 UTC) ---------------------------------------------
+# -- 21, 22: found by the seed-23 campaigns (02:15 UTC) --------------------------------------------
 
 
 def repro_tf_pad_with_one_padding_value(folder: Path):
@@ -355,7 +358,7 @@ def repro_onnx_maxpool_kernel_2_pow_40_same(folder: Path):
     return _save(folder, "model.onnx", _onnx_net(nodes, [])), "onnx", ConvertOptions()
 
 
-# -- 23: found by the seed-41 campaign (02:25 UTC) --------------------------------------------------
+# -- 23: found by the seed-41 campaign (02:25 UTC) -------------------------------------------------
 
 
 def repro_onnx_expanded_space_to_depth_area_2_pow_40(folder: Path):

@@ -253,7 +253,8 @@ def run_case(case: Case, work: Path) -> dict | None:
         problems.append(f"not one Error: line: {err[-200:]!r}")
     if _snapshot(folder, skip_out=not outputs) != before:
         problems.append("a file of the case changed")
-    left = [] if outputs else sorted(str(p.relative_to(folder / "out")) for p in (folder / "out").rglob("*"))
+    left = [] if outputs else sorted(str(p.relative_to(folder / "out"))
+                                     for p in (folder / "out").rglob("*"))
     allowed = {"m.onnx"} if case.expected == 0 and args[0] == "convert" else set()
     if case.expected == 0 and args[0] == "run":
         allowed = {p for p in left if p.startswith("run")}

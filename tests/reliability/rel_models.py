@@ -205,27 +205,33 @@ layer {{ name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
   convolution_param {{ num_output: 4 kernel_size: 3 pad: 1 bias_term: false }} }}
 layer {{ name: "bn1" type: "BatchNorm" bottom: "conv1" top: "conv1"
   batch_norm_param {{ use_global_stats: true eps: 0.001 }} }}
-layer {{ name: "scale1" type: "Scale" bottom: "conv1" top: "conv1" scale_param {{ bias_term: true }} }}
+layer {{ name: "scale1" type: "Scale" bottom: "conv1" top: "conv1" \
+scale_param {{ bias_term: true }} }}
 layer {{ name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }}
 layer {{ name: "dw" type: "Convolution" bottom: "conv1" top: "dw"
   convolution_param {{ num_output: 4 group: 4 kernel_size: 3 pad: 1 }} }}
 layer {{ name: "prelu" type: "PReLU" bottom: "dw" top: "dw" }}
 layer {{ name: "sum" type: "Eltwise" bottom: "conv1" bottom: "dw" top: "sum"
   eltwise_param {{ operation: SUM coeff: 1 coeff: -0.5 }} }}
-layer {{ name: "cat" type: "Concat" bottom: "conv1" bottom: "sum" top: "cat" concat_param {{ axis: 1 }} }}
+layer {{ name: "cat" type: "Concat" bottom: "conv1" bottom: "sum" top: "cat" \
+concat_param {{ axis: 1 }} }}
 layer {{ name: "slice" type: "Slice" bottom: "cat" top: "s1" top: "s2"
   slice_param {{ axis: 1 slice_point: 3 }} }}
 layer {{ name: "sig" type: "Sigmoid" bottom: "s1" top: "s1" }}
-layer {{ name: "pow" type: "Power" bottom: "s2" top: "s2" power_param {{ power: 2 scale: 0.5 shift: 1 }} }}
+layer {{ name: "pow" type: "Power" bottom: "s2" top: "s2" \
+power_param {{ power: 2 scale: 0.5 shift: 1 }} }}
 layer {{ name: "cat2" type: "Concat" bottom: "s1" bottom: "s2" top: "cat2" }}
 layer {{ name: "up" type: "Deconvolution" bottom: "cat2" top: "up"
   convolution_param {{ num_output: 4 kernel_size: 2 stride: 2 }} }}
 layer {{ name: "pool" type: "Pooling" bottom: "up" top: "pool"
   pooling_param {{ pool: AVE kernel_size: 2 stride: 2 }} }}
-layer {{ name: "drop" type: "Dropout" bottom: "pool" top: "pool" dropout_param {{ dropout_ratio: 0.5 }} }}
-layer {{ name: "perm" type: "Permute" bottom: "pool" top: "perm" permute_param {{ order: 0 order: 2 order: 3 order: 1 }} }}
+layer {{ name: "drop" type: "Dropout" bottom: "pool" top: "pool" \
+dropout_param {{ dropout_ratio: 0.5 }} }}
+layer {{ name: "perm" type: "Permute" bottom: "pool" top: "perm" \
+permute_param {{ order: 0 order: 2 order: 3 order: 1 }} }}
 layer {{ name: "flat" type: "Flatten" bottom: "perm" top: "flat" }}
-layer {{ name: "fc" type: "InnerProduct" bottom: "flat" top: "fc" inner_product_param {{ num_output: 5 }} }}
+layer {{ name: "fc" type: "InnerProduct" bottom: "flat" top: "fc" \
+inner_product_param {{ num_output: 5 }} }}
 layer {{ name: "prob" type: "Softmax" bottom: "fc" top: "prob" }}
 """
 

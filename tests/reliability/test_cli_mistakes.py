@@ -63,7 +63,8 @@ def test_bad_npy_input_is_unreadable_input(command, kind, converted, tmp_path):
     assert proc.returncode == EXIT_UNREADABLE, proc.stderr
     err = _one_error_line(proc)
     assert str(npy) in err
-    assert ("empty" in err) if kind == "empty" else ("shape (1099511627776,)" in err and "holds 64 bytes" in err)
+    assert ("empty" in err) if kind == "empty" else ("shape (1099511627776,)" in err
+                                                     and "holds 64 bytes" in err)
 
 
 def test_npy_input_of_the_right_size_still_runs(converted, tmp_path):

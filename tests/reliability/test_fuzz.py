@@ -3,10 +3,10 @@
 Campaigns: "onnx", "tf", "caffe" mutate one small valid model of each format (bytes and
 protobuf fields); "onnx_ops" mutates the ONNX backend node tests (built in code by the onnx
 package) of every op the ONNX frontend supports, including their constant inputs (shapes,
-axes, pads, scales). Each campaign runs in a child process under RLIMIT_AS; the only exceptions allowed
-to escape ``convert`` are the project's own (NhwcOnnxError subclasses). Crashes already in
-tests/reliability/CRASHES.md (with an xfail regression test in test_crash_regressions.py) are listed in
-KNOWN_CRASHES and reported, not failed on; any other crash fails the test with the case
+axes, pads, scales). Each campaign runs in a child process under RLIMIT_AS; the only exceptions
+allowed to escape ``convert`` are the project's own (NhwcOnnxError subclasses). Crashes already in
+tests/reliability/CRASHES.md (with an xfail regression test in test_crash_regressions.py) are listed
+in KNOWN_CRASHES and reported, not failed on; any other crash fails the test with the case
 number to replay: ``python tests/reliability/fuzz_harness.py FORMAT --only N``.
 
 NHWC_FUZZ_CASES (default 1200 per format) and NHWC_FUZZ_SEED (default 0) scale the run;

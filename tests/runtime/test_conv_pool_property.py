@@ -4,8 +4,8 @@ Hypothesis sweeps input size (1x1 included), kernel, stride, dilation and SAME/V
 oracle is TensorFlow: tf.nn.conv2d (which on CPU accepts stride and dilation both > 1; the
 direct-sum test in test_lower_conv_family.py confirms those numbers), the raw
 depthwise convolution as one tf.nn.conv2d per channel (the raw DepthwiseConv2dNative kernel
-follows the same size rule but, with oneDNN off, supports neither unequal strides nor dilation), tf.nn.max_pool2d and
-tf.nn.avg_pool2d (TF pooling has no dilation, so pools sweep dilation 1 only).
+follows the same size rule but, with oneDNN off, supports neither unequal strides nor dilation),
+tf.nn.max_pool2d and tf.nn.avg_pool2d (TF pooling has no dilation, so pools sweep dilation 1 only).
 """
 from __future__ import annotations
 

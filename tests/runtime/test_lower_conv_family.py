@@ -129,7 +129,7 @@ def test_conv_with_stride_and_dilation_matches_a_direct_sum():
     assert_close(got, ref)
 
 
-# -- DepthwiseConv2d ---------------------------------------------------------------------------------
+# -- DepthwiseConv2d -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("x_shape, k, mult, s, d, pads", [
@@ -158,7 +158,7 @@ def test_depthwise_matches_tf(x_shape, k, mult, s, d, pads):
     assert_close(got, ref)
 
 
-# -- ConvTranspose -------------------------------------------------------------------------------------
+# -- ConvTranspose ---------------------------------------------------------------------------------
 
 
 def dilate_kernel(w_hw, d):
@@ -244,7 +244,7 @@ def test_conv_transpose_output_padding_follows_the_dialect_crop(pads, out_pad):
     assert_close(got, ref)
 
 
-# -- pooling -----------------------------------------------------------------------------------------
+# -- pooling ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("x_shape, k, s, pads", [
@@ -388,7 +388,7 @@ def test_matmul_matches_numpy(a_shape, b_shape):
     assert_close(run_one("MatMul", a, [], extra_inputs=[b]), np.matmul(a, b))
 
 
-# -- whole-model lowering: shapes lent to intermediate values, unknown dimensions -------------------
+# -- whole-model lowering: shapes lent to intermediate values, unknown dimensions ------------------
 
 
 def test_chain_lowering_lends_inferred_shapes_only_while_lowering():

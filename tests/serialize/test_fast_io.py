@@ -278,7 +278,8 @@ sys.argv = ["nhwc-onnx", *sys.argv[1:]]
 code = command_line()
 print("EXIT", code)
 print("ONNX", "onnx" in sys.modules, "onnxruntime" in sys.modules)
-print("WRITER", "nhwc_onnx.serialize.writer" in sys.modules, "nhwc_onnx.files.writes" in sys.modules)
+print("WRITER", "nhwc_onnx.serialize.writer" in sys.modules, \
+"nhwc_onnx.files.writes" in sys.modules)
 # peak of this program only (ru_maxrss would include the forking test process's memory)
 peak = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")]
 print("RSS", int(peak[0].split()[1]) * 1024 if peak else 0)

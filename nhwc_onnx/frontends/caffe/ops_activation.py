@@ -20,7 +20,8 @@ def _unary(b: CaffeBuilder, layer: pb.LayerParameter, op: str, attrs=None) -> No
     b.bind(layer, [top])
 
 
-@REGISTRY.register("ReLU", emits=("Relu", "LeakyRelu"), doc="Relu, or LeakyRelu when negative_slope != 0")
+@REGISTRY.register("ReLU", emits=("Relu", "LeakyRelu"),
+           doc="Relu, or LeakyRelu when negative_slope != 0")
 def convert_relu(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     slope = float(layer.relu_param.negative_slope)
     if slope == 0.0:
@@ -70,7 +71,8 @@ def convert_dropout(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     _unary(b, layer, "Identity")
 
 
-@REGISTRY.register("Swish", emits=("Mul", "Sigmoid"), converts="always", doc="x * Sigmoid(beta * x)")
+@REGISTRY.register("Swish", emits=("Mul", "Sigmoid"), converts="always",
+           doc="x * Sigmoid(beta * x)")
 def convert_swish(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = one_bottom(b, layer)
     shape = shape_of(x)

@@ -135,7 +135,8 @@ def _batch_statistics(b: CaffeBuilder, layer: pb.LayerParameter, x: Value, shape
     b.bind(layer, [top])
 
 
-@REGISTRY.register("LRN", emits=("Mul", "AveragePool", "Conv", "Add", "Pow", "Div"), converts="never",
+@REGISTRY.register("LRN", emits=("Mul", "AveragePool", "Conv", "Add", "Pow", "Div"),
+           converts="never",
            condition="x / (k + alpha/n * window sum of x^2)^beta divides by a tensor computed "
                      "at run time",
            doc="Local response normalisation as core ops, like ONNX LRN (refused there with "

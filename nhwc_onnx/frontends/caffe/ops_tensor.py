@@ -87,7 +87,8 @@ def convert_concat(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-@REGISTRY.register("Slice", emits=("Split", "Identity"), doc="Split at slice_point (or into equal parts)")
+@REGISTRY.register("Slice", emits=("Split", "Identity"),
+           doc="Split at slice_point (or into equal parts)")
 def convert_slice(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.slice_param
     (x,) = one_bottom(b, layer)

@@ -172,10 +172,7 @@ class NodeCtx:
         get ``name/suffix``.
         """
         graph = self.importer.graph
-        if suffix:
-            node_name = f"{self.name}/{suffix}"
-        else:
-            node_name = self.name
+        node_name = f"{self.name}/{suffix}" if suffix else self.name
         if outputs is None:
             outs: list[Value] = self.outputs
         elif isinstance(outputs, int):

@@ -7,6 +7,8 @@ exporter computes them with a Shape -> Gather -> Concat chain, the frontend need
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import onnx
 
@@ -131,10 +133,8 @@ class ShapeFolder:
             tt = info.type.tensor_type if info.type.HasField("tensor_type") else None
             if tt is None:
                 continue
-            try:
+            with contextlib.suppress(KeyError, ValueError, TypeError):
                 self.dtypes[info.name] = str(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
-            except (KeyError, ValueError, TypeError):
-                pass
             if tt.HasField("shape"):
                 self.shapes[info.name] = tuple(
                     d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)

@@ -110,7 +110,8 @@ def fold(graph: Graph, prod: Node, consumer: Node, a: np.ndarray, b: np.ndarray)
             layout = attr(prod, "weight_layout")
             grid = a[_transpose_out_channel(w, layout, group)]
         old_b = const_of(prod.input(2))
-        bias = (np.zeros(a.shape[0]) if old_b is None else np.asarray(old_b, np.float64).reshape(-1))
+        bias = (np.zeros(a.shape[0]) if old_b is None
+                else np.asarray(old_b, np.float64).reshape(-1))
         if scale:
             prod.set_input(1, const(graph, folded_weight(w, grid), f"{name}/W"))
         _set_bias(graph, prod, bias * a + b)

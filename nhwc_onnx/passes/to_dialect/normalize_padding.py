@@ -6,15 +6,15 @@ cells count in an average) is compared window by window with the dialect's forms
 one-to-one onto the dialect: ``auto_pad`` "SAME_UPPER" (= TF SAME) or "VALID", no pads,
 ``ceil_mode`` 0, ``count_include_pad`` 0, with an explicit zero core ``Pad`` in front when that
 is the exact form (for a MaxPool whose input may be negative, an edge-replicating Pad, which
-legalisation writes as Slices + Concat). A zero ``Pad`` feeding a VALID-equivalent Conv is merged into it when the
-result is exactly SAME (Keras ZeroPadding2D + valid Conv2D).
+legalisation writes as Slices + Concat). A zero ``Pad`` feeding a VALID-equivalent Conv is merged
+into it when the result is exactly SAME (Keras ZeroPadding2D + valid Conv2D).
 
 An AveragePool that reads the same cells as a dialect form but divides by other counts
 (count_include_pad=0 with asymmetric padding, Caffe's clipped ceil windows) becomes that form
 times a constant ratio map: a rounding-level rewrite (``rounding``), refused under ``strict``.
 Nodes with no form are left unchanged and recorded as refused; legalisation raises one
-UnsupportedOpError listing them with every other unconvertible node. ConvTranspose padding is decided by op selection (its dialect form
-always exists: SAME, VALID, or VALID then a Slice).
+UnsupportedOpError listing them with every other unconvertible node. ConvTranspose padding is
+decided by op selection (its dialect form always exists: SAME, VALID, or VALID then a Slice).
 """
 from __future__ import annotations
 

@@ -167,7 +167,8 @@ def analyse_axis(src: AxisSource, kind: str, dialect_dilation: int = 1) -> AxisV
     reasons: dict[str, str] = {}
     empty = bool(ref.taps.shape[0]) and bool((~ref.real.any(axis=1)).any())
     if src.out < 1:
-        why = f"the source computes no output on this axis (size {src.size}, window {src.effective})"
+        why = (f"the source computes no output on this axis (size {src.size}, "
+               f"window {src.effective})")
         return AxisVerdict(src, False, False, None, {"SAME": why, "VALID": why, "PAD": why}, empty)
     if kind != CONV and dialect_dilation != src.dilation and src.kernel > 1:
         why = f"dilation {src.dilation} has no dialect pooling equivalent"

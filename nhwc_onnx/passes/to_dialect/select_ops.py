@@ -224,7 +224,8 @@ def squeeze(graph: Graph, node: Node, ctx: PassContext) -> bool:
 def transpose(graph: Graph, node: Node, ctx: PassContext) -> bool:
     rank = len(dims(node.input(0)))
     perm = node.attrs.get("perm") or list(range(rank))[::-1]
-    become(node, "Transpose", [node.input(0)], {"perm": [positive_axis(int(p), rank) for p in perm]})
+    become(node, "Transpose", [node.input(0)],
+           {"perm": [positive_axis(int(p), rank) for p in perm]})
     return True
 
 

@@ -235,7 +235,8 @@ def _infer_depth_space(ctx):
         return [_join_layout(n, None if c is None else c // (bs * bs),
                              None if h is None else h * bs, None if w is None else w * bs, fmt)]
     for d in (h, w):
-        ctx.require(d is None or d % bs == 0, "blocksize", f"spatial size {d} not divisible by {bs}")
+        ctx.require(d is None or d % bs == 0, "blocksize",
+                    f"spatial size {d} not divisible by {bs}")
     return [_join_layout(n, None if c is None else c * bs * bs,
                          None if h is None else h // bs, None if w is None else w // bs, fmt)]
 

@@ -99,7 +99,8 @@ def reshape_target(in_shape, shape, allowzero: int) -> list[int]:
         known = prod([d for d in dims if d != -1])
         assert total is not None and known is not None  # every dim is an int
         if known == 0 or total % known:
-            raise InvalidAttributeError(f"Reshape: cannot reshape {list(in_shape)} to {list(shape)}")
+            raise InvalidAttributeError(
+                f"Reshape: cannot reshape {list(in_shape)} to {list(shape)}")
         dims[dims.index(-1)] = total // known
     if prod(dims) != total:
         raise InvalidAttributeError(f"Reshape: cannot reshape {list(in_shape)} to {list(shape)}")

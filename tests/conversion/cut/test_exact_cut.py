@@ -205,7 +205,8 @@ def test_tensorflow_refusal_suggests_a_cut_that_converts_and_matches_tensorflow(
     source = tmp_path / "model.pb"
     source.write_bytes(graph_def.SerializeToString())
     outputs, model, recorded = _refuse_then_follow(tmp_path, source)
-    # the internal tensor the refused Sin and the Add after it read, and the function's second output (an Identity)
+    # the internal tensor the refused Sin and the Add after it read, and the function's second
+    # output (an Identity)
     assert outputs == ["features", "Identity_1"]
     x = np.random.default_rng(0).standard_normal((2, 7, 6, 3)).astype(np.float32)
     r = tf.nn.relu(tf.nn.conv2d(x, kernel, 1, "SAME")).numpy()

@@ -1,13 +1,15 @@
 """A number computed from a symbolic batch's size depends on the batch, also when it happens to
 be equal at both probe sizes of the conversion (11 and 13). ``min(N, 5)``, ``N > 10``,
 ``N // 100``, ``N`` used as data and ``min(N, 2)`` as a Slice bound (ONNX Shape/Gather
-arithmetic, TensorFlow ``tf.shape(x)[0]`` arithmetic) are refused naming the source node with the ``--batch N`` remedy - with ``--batch
-B`` the same graph converts and matches the source at B = 1, 3, 17 and 100. Near misses whose
-batch arithmetic has an exact form (``N * 2 / 2`` or ``Size / (C*H*W)`` as a Reshape's batch
-entry, ``N - N``, a Min of the channel count - also one equal to a probe size, Resize sizes
-that copy the batch) and the exporters' idioms convert with a symbolic batch and match the source at 1, 3, 17 and 100."""
+arithmetic, TensorFlow ``tf.shape(x)[0]`` arithmetic) are refused naming the source node with the
+``--batch N`` remedy - with ``--batch B`` the same graph converts and matches the source at B = 1,
+3, 17 and 100. Near misses whose batch arithmetic has an exact form (``N * 2 / 2`` or
+``Size / (C*H*W)`` as a Reshape's batch entry, ``N - N``, a Min of the channel count - also one
+equal to a probe size, Resize sizes that copy the batch) and the exporters' idioms convert with a
+symbolic batch and match the source at 1, 3, 17 and 100."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -339,10 +341,8 @@ def _batch_findings(tmp_path, model) -> list[str]:
     onnx.save(model, path)
     options = probing(NO_CUT)
     loaded = frameworks.load_source(path, frameworks.get("onnx"), options)
-    try:
+    with contextlib.suppress(UnsupportedOpError):  # what the passes refuse is not the question
         to_dialect(loaded, PassContext(options=NO_CUT, log_warnings=False))
-    except UnsupportedOpError:
-        pass  # what the passes refuse is not the question here
     return sorted(p.node for p in loaded.batch_findings)
 
 

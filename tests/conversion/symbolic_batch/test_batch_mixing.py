@@ -162,7 +162,8 @@ def test_a_reshape_whose_index_0_is_the_batch_copies_it_with_0(tmp_path):
 
 def test_a_softmax_over_the_batch_is_refused(tmp_path):
     """x (N, 5), opset-11 Softmax axis 0: one softmax over all samples' values together (the
-    dialect's own Softmax over axis 0 keeps every shape: tests/conversion/symbolic_batch/test_batch_rules.py)."""
+    dialect's own Softmax over axis 0 keeps every shape:
+    tests/conversion/symbolic_batch/test_batch_rules.py)."""
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
              helper.make_node("Softmax", ["r"], ["y"], name="batch_softmax", axis=0)]
     source = tmp_path / "softmax.onnx"

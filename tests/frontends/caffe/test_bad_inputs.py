@@ -12,7 +12,8 @@ from tests.frontends.caffe.test_layers_opencv import layer, net
 
 CONV = "convolution_param { num_output: 4 kernel_size: 3 }"
 TEXT = net(layer("conv1", "Convolution", ["data"], ["conv1"], CONV)
-           + layer("fc", "InnerProduct", ["conv1"], ["fc"], "inner_product_param { num_output: 5 }"))
+           + layer("fc", "InnerProduct", ["conv1"], ["fc"],
+                   "inner_product_param { num_output: 5 }"))
 
 
 def _weights(conv_shape=(4, 3, 3, 3), fc_shape=(5, 4 * 9 * 7), skip=(), extra_blob=False):

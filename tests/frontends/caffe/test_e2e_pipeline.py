@@ -91,7 +91,8 @@ def test_small_residual_net_through_pipeline(tmp_path):
     conv = "convolution_param {{ num_output: {} kernel_size: {} pad: {} stride: {} }}"
     text = net(
         layer("conv1", "Convolution", ["data"], ["conv1"], conv.format(6, 3, 1, 2))
-        + layer("bn1", "BatchNorm", ["conv1"], ["conv1"], "batch_norm_param { use_global_stats: true }")
+        + layer("bn1", "BatchNorm", ["conv1"], ["conv1"],
+                "batch_norm_param { use_global_stats: true }")
         + layer("sc1", "Scale", ["conv1"], ["conv1"], "scale_param { bias_term: true }")
         + layer("relu1", "ReLU", ["conv1"], ["conv1"])
         + layer("pool1", "Pooling", ["conv1"], ["pool1"],
@@ -99,8 +100,10 @@ def test_small_residual_net_through_pipeline(tmp_path):
         + layer("dw", "ConvolutionDepthwise", ["pool1"], ["dw"], conv.format(6, 3, 1, 1))
         + layer("pw", "Convolution", ["dw"], ["pw"], conv.format(6, 1, 0, 1))
         + layer("add", "Eltwise", ["pool1", "pw"], ["add"])
-        + layer("shuffle", "ShuffleChannel", ["add"], ["shuffle"], "shuffle_channel_param { group: 2 }")
-        + layer("gap", "Pooling", ["shuffle"], ["gap"], "pooling_param { pool: AVE global_pooling: true }")
+        + layer("shuffle", "ShuffleChannel", ["add"], ["shuffle"],
+                "shuffle_channel_param { group: 2 }")
+        + layer("gap", "Pooling", ["shuffle"], ["gap"],
+                "pooling_param { pool: AVE global_pooling: true }")
         + layer("fc", "InnerProduct", ["gap"], ["fc"], "inner_product_param { num_output: 5 }")
         + layer("prob", "Softmax", ["fc"], ["prob"]), shape=(2, 3, 23, 19))
     check_e2e(tmp_path, text)

@@ -16,7 +16,8 @@ TEXT = net(
           "convolution_param { num_output: 4 kernel_size: 3 pad: 1 stride: 2 }")
     + layer("bn", "BatchNorm", ["conv1"], ["conv1"], "batch_norm_param { use_global_stats: true }")
     + layer("relu", "ReLU", ["conv1"], ["conv1"])
-    + layer("pool", "Pooling", ["conv1"], ["pool"], "pooling_param { pool: AVE kernel_size: 3 stride: 2 }")
+    + layer("pool", "Pooling", ["conv1"], ["pool"],
+            "pooling_param { pool: AVE kernel_size: 3 stride: 2 }")
     + layer("sl", "Slice", ["pool"], ["a", "b"], "slice_param { slice_point: 1 }")
     + layer("cat", "Concat", ["b", "a"], ["cat"])
     + layer("fc", "InnerProduct", ["cat"], ["fc"], "inner_product_param { num_output: 5 }")

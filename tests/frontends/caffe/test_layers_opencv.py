@@ -63,7 +63,8 @@ CASES = {
                             "pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 "
                             "ceil_mode: false }"),
     "pool_ave_floor": layer("p", "Pooling", ["data"], ["p"],
-                            "pooling_param { pool: AVE kernel_size: 2 stride: 2 ceil_mode: false }"),
+                            "pooling_param { pool: AVE kernel_size: 2 stride: 2 "
+                            "ceil_mode: false }"),
     "pool_global_ave": layer("p", "Pooling", ["data"], ["p"],
                              "pooling_param { pool: AVE global_pooling: true }"),
     "pool_global_max": layer("p", "Pooling", ["data"], ["p"],

@@ -68,7 +68,8 @@ def test_inner_product_transpose(tmp_path):
 
 
 def test_axpy(tmp_path):
-    text = net(layer("g", "Pooling", ["data"], ["g"], "pooling_param { pool: MAX global_pooling: true }")
+    text = net(layer("g", "Pooling", ["data"], ["g"],
+                     "pooling_param { pool: MAX global_pooling: true }")
                + layer("y", "TanH", ["data"], ["y"])
                + layer("ax", "Axpy", ["g", "data", "y"], ["ax"]))
     _model, _blobs, feeds, out = run_with_blobs(tmp_path, text)

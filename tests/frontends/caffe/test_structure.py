@@ -42,7 +42,8 @@ def test_core_graph_contract(tmp_path):
     text = net(layer("conv1", "Convolution", ["data"], ["conv1"], CONV)
                + layer("pool1", "Pooling", ["conv1"], ["pool1"],
                        "pooling_param { pool: AVE kernel_size: 3 stride: 2 }")
-               + layer("fc", "InnerProduct", ["pool1"], ["fc"], "inner_product_param { num_output: 5 }"))
+               + layer("fc", "InnerProduct", ["pool1"], ["fc"],
+                       "inner_product_param { num_output: 5 }"))
     model, _ = compare_with_opencv(tmp_path, text)
     g = model.graph
     conv, pool, flat, gemm = g.nodes
@@ -77,7 +78,11 @@ def test_unsupported_layers_are_listed_at_once(tmp_path):
 
 
 def test_registry_covers_the_issue_layer_list():
-    wanted = ["Input", "Convolution", "Deconvolution", "Pooling", "InnerProduct", "ReLU", "ReLU6", "PReLU", "ELU", "Sigmoid", "TanH", "AbsVal", "Power", "BatchNorm", "Scale", "Bias", "Eltwise", "Concat", "Slice", "Split", "Softmax", "Flatten", "Reshape", "Dropout", "Permute", "Upsample", "Interp", "Crop", "ShuffleChannel", "ConvolutionDepthwise", "DepthwiseConvolution"]
+    wanted = ["Input", "Convolution", "Deconvolution", "Pooling", "InnerProduct", "ReLU", "ReLU6",
+              "PReLU", "ELU", "Sigmoid", "TanH", "AbsVal", "Power", "BatchNorm", "Scale", "Bias",
+              "Eltwise", "Concat", "Slice", "Split", "Softmax", "Flatten", "Reshape", "Dropout",
+              "Permute", "Upsample", "Interp", "Crop", "ShuffleChannel", "ConvolutionDepthwise",
+              "DepthwiseConvolution"]
     assert [w for w in wanted if w not in REGISTRY] == []
     assert "LRN" in REGISTRY  # decomposed like ONNX LRN, refused by the passes for x^-beta
 

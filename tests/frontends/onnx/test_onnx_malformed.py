@@ -252,7 +252,8 @@ def test_tensor_declaring_more_elements_than_it_stores_is_refused_before_inferen
     stored.dims[0] = 4  # declares 4, stores 3
     bias = helper.make_node("Constant", [], ["b"], name="bias_const", value=stored)
     graph = helper.make_graph(
-        [bias, helper.make_node("Add", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "b"], ["z"])],
+        [bias, helper.make_node("Add", ["x", "w"], ["y"]),
+         helper.make_node("Add", ["y", "b"], ["z"])],
         "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
         [helper.make_tensor_value_info("z", TensorProto.FLOAT, [3])], [weight])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])

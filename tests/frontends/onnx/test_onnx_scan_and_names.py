@@ -59,7 +59,15 @@ def test_helper_nodes_carry_the_source_node_name():
 
 
 def test_registry_covers_the_required_ops():
-    required = ["Conv", "ConvTranspose", "BatchNormalization", "Relu", "LeakyRelu", "PRelu", "Elu", "Sigmoid", "Tanh", "Abs", "Clip", "HardSigmoid", "HardSwish", "Softmax", "LogSoftmax", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "MatMul", "Gemm", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Pad", "ReduceMean", "SpaceToDepth", "DepthToSpace", "Resize", "Upsample", "Identity", "Dropout", "Constant", "Shape", "Gather", "Cast", "ConstantOfShape", "Range", "Expand", "Neg", "Sqrt", "Reciprocal", "Exp", "Log", "Erf", "Floor", "Ceil"]
+    required = ["Conv", "ConvTranspose", "BatchNormalization", "Relu", "LeakyRelu", "PRelu", "Elu",
+                "Sigmoid", "Tanh", "Abs", "Clip", "HardSigmoid", "HardSwish", "Softmax",
+                "LogSoftmax", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Add",
+                "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "MatMul", "Gemm",
+                "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split",
+                "Slice", "Pad", "ReduceMean", "SpaceToDepth", "DepthToSpace", "Resize", "Upsample",
+                "Identity", "Dropout", "Constant", "Shape", "Gather", "Cast", "ConstantOfShape",
+                "Range", "Expand", "Neg", "Sqrt", "Reciprocal", "Exp", "Log", "Erf", "Floor",
+                "Ceil"]
     assert [op for op in required if op not in REGISTRY] == []
 
 

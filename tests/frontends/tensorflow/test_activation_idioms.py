@@ -1,6 +1,6 @@
-"""Activation idioms that are one dialect op (nhwc_onnx/passes/to_dialect/activation_idioms.py): Keras
-layers frozen to GraphDefs and hand-written TF forms, converted to the dialect and compared with
-the source (Keras ``model(x, training=False)`` / the TF function); near-misses stay refused."""
+"""Activation idioms that are one dialect op (nhwc_onnx/passes/to_dialect/activation_idioms.py):
+Keras layers frozen to GraphDefs and hand-written TF forms, converted to the dialect and compared
+with the source (Keras ``model(x, training=False)`` / the TF function); near-misses stay refused."""
 from __future__ import annotations
 
 import sys

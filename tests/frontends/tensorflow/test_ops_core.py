@@ -141,7 +141,10 @@ def test_resize_coordinate_rules(tmp_path, method, align, half):
     t = tf()
     op = (t.compat.v1.image.resize_bilinear if method == "bilinear"
           else t.compat.v1.image.resize_nearest_neighbor)
-    fn = lambda x: op(x, [11, 13], align_corners=align, half_pixel_centers=half)
+
+    def fn(x):
+        return op(x, [11, 13], align_corners=align, half_pixel_centers=half)
+
     check_core(tmp_path, fn, {"x": rand(*X4)})
 
 

@@ -169,7 +169,9 @@ def valid_ceil_pool_with_a_partial_last_window():
 
 
 CASES = {f.__name__: f for f in (batch_size_minimum_as_data, batch_size_halved_as_data,
-                                 valid_ceil_pool_with_a_partial_last_window, ir3_initializers_not_listed_as_inputs, strided_slice_of_a_transposed_map,
+                                 valid_ceil_pool_with_a_partial_last_window,
+                                 ir3_initializers_not_listed_as_inputs,
+                                 strided_slice_of_a_transposed_map,
                                  linear_resize_of_a_transposed_map,
                                  ceil_pool_whose_last_window_starts_past_the_input,
     batchnorm_of_channel_reduced_map, nonzero_pad_under_symbolic_batch,

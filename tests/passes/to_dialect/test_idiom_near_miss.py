@@ -1,11 +1,11 @@
 """Near misses of every activation idiom and affine fold.
 
-Each pattern rewrite (passes/to_dialect/activation_idioms.py; select_ops.py's Clip / Min / Max forms of
-Relu6 and LeakyRelu; the affine folds of fold_batchnorm / fuse_bias through passes/to_dialect/affine.py)
-is shown once firing and then against graphs one constant, operand or op away from it that
-compute something else. A near miss must not become the idiom's op nor record its decision,
-and whatever it converts to must compute onnxruntime's numbers on the same inputs; the cases
-a near miss leaves without a dialect form (a comparison feeding Where) are refused, and every
+Each pattern rewrite (passes/to_dialect/activation_idioms.py; select_ops.py's Clip / Min / Max forms
+of Relu6 and LeakyRelu; the affine folds of fold_batchnorm / fuse_bias through
+passes/to_dialect/affine.py) is shown once firing and then against graphs one constant, operand or
+op away from it that compute something else. A near miss must not become the idiom's op nor record
+its decision, and whatever it converts to must compute onnxruntime's numbers on the same inputs; the
+cases a near miss leaves without a dialect form (a comparison feeding Where) are refused, and every
 case says which of the two it is. A planted bug that widened a rule (Relu6 firing on
 ``Min(Max(x, 0), 5)``: values above 5 came out up to 6) passed the whole suite before.
 

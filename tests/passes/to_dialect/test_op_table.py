@@ -1,4 +1,5 @@
-"""The declared core-op table (passes/to_dialect/op_table.py) and the up-front scan that reads it."""
+"""The declared core-op table (passes/to_dialect/op_table.py) and the up-front scan that reads
+it."""
 from __future__ import annotations
 
 import numpy as np

@@ -49,7 +49,8 @@ auto_pads = st.sampled_from(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VA
 
 @SETTINGS
 @given(h=axis, w=axis, auto_pad=auto_pads, group=st.sampled_from([1, 3]))
-@example(h=(8, 3, 2, 1, 1, 1), w=(7, 3, 2, 1, 1, 1), auto_pad="NOTSET", group=1)  # stride 2 even/odd
+# stride 2 even/odd
+@example(h=(8, 3, 2, 1, 1, 1), w=(7, 3, 2, 1, 1, 1), auto_pad="NOTSET", group=1)
 @example(h=(7, 1, 3, 1, 0, 0), w=(6, 2, 3, 1, 0, 0), auto_pad="NOTSET", group=1)  # kernel < stride
 @example(h=(9, 3, 1, 2, 2, 2), w=(8, 3, 2, 2, 2, 2), auto_pad="NOTSET", group=3)  # dilation 2
 @example(h=(3, 3, 1, 1, 0, 0), w=(4, 4, 2, 1, 0, 0), auto_pad="NOTSET", group=1)  # 1x1 output

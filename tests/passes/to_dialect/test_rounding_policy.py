@@ -1,5 +1,5 @@
-"""The rounding policy (nhwc_onnx/passes/to_dialect/rounding.py): every rounding-level rewrite stays within
-its stated float32 ulp bound of a float64 reference, is listed in the report, and is refused
+"""The rounding policy (nhwc_onnx/passes/to_dialect/rounding.py): every rounding-level rewrite stays
+within its stated float32 ulp bound of a float64 reference, is listed in the report, and is refused
 under ``strict``; bit-exact forms (powers of two) are neither listed nor refused.
 
 Inputs for sums are integers times one power of two, so every sum is exact in float32 and the
@@ -116,7 +116,8 @@ def _pow_model(exponent):
     return b.model(b.op("Pow", [b.x, b.const(np.float32(exponent), "e")], SHAPE, name="pow"))
 
 
-cube_bases = st.floats(-2.0 ** 40, 2.0 ** 40, allow_nan=False, allow_subnormal=False, width=32).filter(
+cube_bases = st.floats(-2.0 ** 40, 2.0 ** 40, allow_nan=False, allow_subnormal=False,
+                       width=32).filter(
     lambda v: v == 0 or abs(v) > 2.0 ** -40)  # the cube stays a normal float32
 
 

@@ -20,8 +20,10 @@ def _tf():
 CONV_CASES = [
     {"k": (3, 2), "s": (1, 1), "d": (1, 1), "pads": [0, 0, 0, 0], "group": 1, "auto_pad": "NOTSET"},
     {"k": (3, 3), "s": (2, 1), "d": (1, 2), "pads": [1, 0, 2, 1], "group": 1, "auto_pad": "NOTSET"},
-    {"k": (2, 3), "s": (2, 2), "d": (1, 1), "pads": [0, 0, 0, 0], "group": 3, "auto_pad": "SAME_UPPER"},
-    {"k": (2, 2), "s": (2, 3), "d": (1, 1), "pads": [0, 0, 0, 0], "group": 1, "auto_pad": "SAME_LOWER"},
+    {"k": (2, 3), "s": (2, 2), "d": (1, 1), "pads": [0, 0, 0, 0], "group": 3,
+     "auto_pad": "SAME_UPPER"},
+    {"k": (2, 2), "s": (2, 3), "d": (1, 1), "pads": [0, 0, 0, 0], "group": 1,
+     "auto_pad": "SAME_LOWER"},
     {"k": (3, 1), "s": (3, 2), "d": (1, 1), "pads": [0, 0, 0, 0], "group": 6, "auto_pad": "VALID"},
 ]
 
@@ -65,8 +67,8 @@ def test_conv_nhwc_dilated_same_matches_tensorflow():
     tf = _tf()
     x = rand(1, 10, 7, 3)
     w = rand(3, 3, 3, 4)
-    attrs = {"kernel_shape": [3, 3], "dilations": [2, 3], "data_format": "NHWC", "weight_layout": "HWIO",
-                 "auto_pad": "SAME_UPPER"}
+    attrs = {"kernel_shape": [3, 3], "dilations": [2, 3], "data_format": "NHWC",
+                 "weight_layout": "HWIO", "auto_pad": "SAME_UPPER"}
     got = eval_core("Conv", [x, w], attrs)
     want = tf.nn.conv2d(x, w, strides=1, padding="SAME", dilations=[2, 3]).numpy()
     close(got, want)
@@ -79,13 +81,14 @@ def test_depthwise_as_grouped_hwio_conv_matches_tensorflow(strides, padding):
     x = rand(2, 8, 7, c)
     dw = rand(3, 2, c, mult)
     attrs = {"kernel_shape": [3, 2], "strides": list(strides), "group": c, "data_format": "NHWC",
-                 "weight_layout": "HWIO", "auto_pad": "SAME_UPPER" if padding == "SAME" else "VALID"}
+                 "weight_layout": "HWIO",
+                 "auto_pad": "SAME_UPPER" if padding == "SAME" else "VALID"}
     got = eval_core("Conv", [x, dw.reshape(3, 2, 1, c * mult)], attrs)
     want = tf.nn.depthwise_conv2d(x, dw, strides=[1, *strides, 1], padding=padding).numpy()
     close(got, want)
 
 
-# -- ConvTranspose ----------------------------------------------------------------------------------
+# -- ConvTranspose ---------------------------------------------------------------------------------
 CONVT_CASES = [
     {"k": (3, 2), "s": (2, 3), "d": (1, 1), "pads": [1, 0, 0, 1], "op": (1, 0), "group": 1},
     {"k": (2, 3), "s": (1, 2), "d": (2, 1), "pads": [0, 1, 1, 0], "op": (0, 1), "group": 2},
@@ -99,8 +102,9 @@ def test_conv_transpose_nchw_matches_onnxruntime(case):
     x = rand(2, c, 5, 4)
     w = rand(c, mg, *case["k"])
     b = rand(mg * case["group"])
-    attrs = {"kernel_shape": list(case["k"]), "strides": list(case["s"]), "dilations": list(case["d"]),
-                 "pads": case["pads"], "output_padding": list(case["op"]), "group": case["group"]}
+    attrs = {"kernel_shape": list(case["k"]), "strides": list(case["s"]),
+                 "dilations": list(case["d"]), "pads": case["pads"],
+                 "output_padding": list(case["op"]), "group": case["group"]}
     got = eval_core("ConvTranspose", [x, w, b], attrs)
     want = run_onnx("ConvTranspose", [x, w, b], attrs)
     close(got, want)
@@ -118,8 +122,9 @@ def test_conv_transpose_nhwc_output_shape_matches_tensorflow(padding, k, s, out_
     c, m = 3, 5
     x = rand(2, 5, 4, c)
     w = rand(*k, m, c)
-    attrs = {"kernel_shape": list(k), "strides": list(s), "data_format": "NHWC", "weight_layout": "HWOI",
-                 "output_shape": list(out_hw), "auto_pad": "SAME_UPPER" if padding == "SAME" else "VALID"}
+    attrs = {"kernel_shape": list(k), "strides": list(s), "data_format": "NHWC",
+                 "weight_layout": "HWOI", "output_shape": list(out_hw),
+                 "auto_pad": "SAME_UPPER" if padding == "SAME" else "VALID"}
     got = eval_core("ConvTranspose", [x, w], attrs)
     want = tf.nn.conv2d_transpose(x, w, [2, *out_hw, m], strides=[1, *s, 1],
                                   padding=padding).numpy()
@@ -130,14 +135,14 @@ def test_conv_transpose_same_without_output_shape_is_input_times_stride():
     tf = _tf()
     x = rand(1, 4, 5, 2)
     w = rand(3, 3, 6, 2)
-    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "data_format": "NHWC", "weight_layout": "HWOI",
-                 "auto_pad": "SAME_UPPER"}
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "data_format": "NHWC",
+                 "weight_layout": "HWOI", "auto_pad": "SAME_UPPER"}
     got = eval_core("ConvTranspose", [x, w], attrs)
     want = tf.nn.conv2d_transpose(x, w, [1, 8, 10, 6], strides=2, padding="SAME").numpy()
     close(got, want)
 
 
-# -- pooling ----------------------------------------------------------------------------------------
+# -- pooling ---------------------------------------------------------------------------------------
 POOL_CASES = [
     {"k": (3, 2), "s": (2, 2), "pads": [1, 0, 1, 1], "ceil": 0, "cip": 0},
     {"k": (3, 3), "s": (2, 2), "pads": [1, 1, 1, 1], "ceil": 1, "cip": 0},
@@ -274,6 +279,7 @@ def test_batchnorm_axis_1_and_last():
     got = eval_core("BatchNormalization", [x, scale, bias, mean, var], {"epsilon": 1e-3})
     close(got, run_onnx("BatchNormalization", [x, scale, bias, mean, var], {"epsilon": 1e-3}))
     xt = x.transpose(NCHW_TO_NHWC)
-    got = eval_core("BatchNormalization", [xt, scale, bias, mean, var], {"epsilon": 1e-3, "axis": -1})
+    got = eval_core("BatchNormalization", [xt, scale, bias, mean, var],
+                    {"epsilon": 1e-3, "axis": -1})
     close(got.transpose(NHWC_TO_NCHW), run_onnx("BatchNormalization",
                                                  [x, scale, bias, mean, var], {"epsilon": 1e-3}))

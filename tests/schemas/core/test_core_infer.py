@@ -81,8 +81,8 @@ def test_conv_transpose_sizes(case):
                  "output_padding": list(case["op"]), "group": case["group"]}
     assert tuple(infer("ConvTranspose", [x.shape, wt.shape], attrs)[0]) == \
         run_onnx("ConvTranspose", [x, wt], attrs).shape
-    same = {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER", "data_format": "NHWC",
-                "weight_layout": "HWOI", "output_shape": [9, 7]}
+    same = {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER",
+                "data_format": "NHWC", "weight_layout": "HWOI", "output_shape": [9, 7]}
     assert infer("ConvTranspose", [(1, 5, 4, 2), (3, 3, 6, 2)], same)[0] == (1, 9, 7, 6)
 
 

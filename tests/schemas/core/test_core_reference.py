@@ -32,7 +32,8 @@ def _core_model(wt) -> Model:
     pool = g.make_node("MaxPool", [relu.output], {"kernel_shape": [2, 2], "strides": [2, 2],
                                                       "ceil_mode": 1}, name="pool")
     flat = g.make_node("Flatten", [pool.output], name="flat")
-    fc = g.make_node("Gemm", [flat.output, g.constant(wt["fc"], "fc"), g.constant(wt["fcb"], "fcb")],
+    fc = g.make_node("Gemm",
+                     [flat.output, g.constant(wt["fc"], "fc"), g.constant(wt["fcb"], "fcb")],
                      {"transB": 1}, name="fc")
     soft = g.make_node("Softmax", [fc.output], {"axis": 1}, name="prob")
     g.outputs.append(soft.output)

@@ -30,7 +30,10 @@ def prototxt(body, shape=SHAPE, oracle_body=None, oracle=None, context=(), own_i
         formula = None
         if oracle is not None:
             _, blobs = random_weights(path, opts)
-            formula = lambda feeds: oracle(feeds, blobs)
+
+            def formula(feeds):
+                return oracle(feeds, blobs)
+
         oracle_path = None
         if oracle_body is not None:
             oracle_path = tmp_path / "oracle.prototxt"
