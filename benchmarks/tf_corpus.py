@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: tests.core_reference
 
 from nhwc_onnx.errors import NhwcOnnxError
 from nhwc_onnx.frontends.tensorflow import load

@@ -217,8 +217,8 @@ def _is_minus_one(value: Any) -> bool:
 
 def _dim(value: Any, where: str, axis: int) -> int:
     if axis > 0 and (value is None or _is_minus_one(value)):
-        raise UsageError(f"only the batch (the first dimension) may be -1, a symbolic size; "
-                         f"dimension {axis} must be given", param_hint=where)
+        raise UsageError(f"dimension {axis} must be given: every dimension must be positive "
+                         "(the first may be -1, a symbolic batch)", param_hint=where)
     return _count(value, where, 1)
 
 
