@@ -506,20 +506,12 @@ def _rename(node, names: dict[str, str]) -> None:
         if t in names:
             node.output[j] = names[t]
     for attr in node.attribute:
-        graphs = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
-        for g in graphs:
-            own = {o for n in g.node for o in n.output} | {i.name for i in g.input}
-            outer = {k: v for k, v in names.items() if k not in own}
-            for n in g.node:
-                for j, t in enumerate(n.input):
-                    if t in outer:
-                        n.input[j] = outer[t]
-                for a in n.attribute:
-                    if a.HasField("g") or len(a.graphs):
-                        _rename_subgraph_reads(a, outer)
+        _rename_subgraph_reads(attr, names)
 
 
 def _rename_subgraph_reads(attr, names: dict[str, str]) -> None:
+    """The reads of outer tensors inside a control-flow attribute's subgraphs, renamed (a name
+    a subgraph defines itself shadows the outer one)."""
     graphs = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
     for g in graphs:
         own = {o for n in g.node for o in n.output} | {i.name for i in g.input}

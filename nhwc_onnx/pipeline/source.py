@@ -116,6 +116,7 @@ def read_source(path: str, options: ConvertOptions, *, run_unknown: bool = False
     from ..frontends.onnx.folding import ShapeFolder
     from ..frontends.onnx.loader import read_model
     from ..frontends.onnx.structure import node_names, opset_versions, topological_order
+    from ..frontends.onnx.topology import declared_type
 
     proto = read_model(path)
     g = proto.graph
@@ -146,7 +147,7 @@ def read_source(path: str, options: ConvertOptions, *, run_unknown: bool = False
         source.live.append(is_live)
         if is_live:
             live.update(o for o in node.output if o)
-    declared = {i.name: _declared(i) for i in g.input}
+    declared = {i.name: declared_type(i) for i in g.input}
     shapes_at = {}
     for probe in (PROBES if options.batch is None else (None,)):
         shapes = _input_shapes(source, inputs, declared, options, probe)
@@ -226,17 +227,3 @@ def _runtime_shapes(proto, input_shapes: dict, dtypes: dict, tensors: list[str])
     except Exception:  # noqa: BLE001 - onnxruntime raises its own types; shapes stay unknown
         return {}
     return {t: (tuple(int(d) for d in v.shape), str(v.dtype)) for t, v in zip(tensors, values)}
-
-
-def _declared(info) -> tuple:
-    import onnx
-
-    tt = info.type.tensor_type
-    try:
-        dtype = str(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
-    except (KeyError, ValueError, TypeError):
-        dtype = None
-    if not tt.HasField("shape"):
-        return dtype, None
-    return dtype, tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                        for d in tt.shape.dim)

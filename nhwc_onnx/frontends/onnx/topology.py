@@ -15,11 +15,11 @@ def source_graph(path: str, options: ConvertOptions) -> SourceGraph:
     inputs = list(options.inputs or [i.name for i in g.input if i.name not in consts])
     nodes = [SourceNode(names[id(n)], n.op_type, [i for i in n.input if i],
                         [o for o in n.output if o]) for n in order]
-    declared = {info.name: _declared(info) for info in list(g.input) + list(g.output)}
+    declared = {info.name: declared_type(info) for info in list(g.input) + list(g.output)}
     return SourceGraph(nodes, inputs, [o.name for o in g.output], declared=declared)
 
 
-def _declared(info) -> tuple:
+def declared_type(info) -> tuple:
     """(dtype, dims) as the file declares a graph input/output (symbols kept)."""
     import onnx
 
