@@ -61,3 +61,16 @@ def dims(value_info) -> list:
     """A ValueInfoProto's dims: ints, dim_param names, None."""
     return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
             for d in value_info.type.tensor_type.shape.dim]
+
+
+def run_frozen_graph(data: bytes, x: np.ndarray) -> np.ndarray:
+    """A frozen GraphDef (serialized) run by TensorFlow: its tensor y for x."""
+    import tensorflow as tf
+
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.ParseFromString(data)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(graph_def, name="")
+    with tf.compat.v1.Session(graph=graph) as session:
+        return session.run("y:0", {"x:0": x})

@@ -28,6 +28,7 @@ from tests.conversion.symbolic_batch.helpers import (
     feeds_at,
     onnxruntime_outputs,
     run_converted,
+    run_frozen_graph,
 )
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -225,23 +226,11 @@ def _frozen(fn) -> bytes:
     return graph.as_graph_def().SerializeToString()
 
 
-def _run_frozen(data: bytes, x: np.ndarray) -> np.ndarray:
-    import tensorflow as tf
-
-    graph_def = tf.compat.v1.GraphDef()
-    graph_def.ParseFromString(data)
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.compat.v1.import_graph_def(graph_def, name="")
-    with tf.compat.v1.Session(graph=graph) as session:
-        return session.run("y:0", {"x:0": x})
-
-
 def _matches_tensorflow_at(data: bytes, out, batches) -> None:
     for batch in batches:
         x = np.random.default_rng(batch).uniform(-1, 1, (batch, *TF_SHAPE)).astype(np.float32)
         [got] = run_converted(out, {"x": x}).values()
-        assert_close({"y": got}, {"y": _run_frozen(data, x)})
+        assert_close({"y": got}, {"y": run_frozen_graph(data, x)})
 
 
 @pytest.mark.slow
@@ -410,4 +399,4 @@ def test_rows_split_back_into_other_samples_are_refused(tmp_path):
     nhwc_onnx.convert(source, out, ConvertOptions(batch=3, exact_cut=False))
     x3 = np.random.default_rng(3).uniform(-1, 1, (3, 6, 5)).astype(np.float32)
     [got] = run_converted(out, {"x": x3}).values()
-    assert_close({"y": got}, {"y": _run_frozen(data, x3)})
+    assert_close({"y": got}, {"y": run_frozen_graph(data, x3)})

@@ -14,7 +14,7 @@ import pytest
 import nhwc_onnx
 from nhwc_onnx.options import ConvertOptions
 from nhwc_onnx.serialize import load
-from tests.conversion.symbolic_batch.helpers import BATCHES, run_converted
+from tests.conversion.symbolic_batch.helpers import BATCHES, run_converted, run_frozen_graph
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 H, W, C = 10, 14, 3
@@ -121,18 +121,6 @@ def _frozen_graph(batch: int | None = None, stack: bool = True) -> bytes:
     return graph.as_graph_def().SerializeToString()
 
 
-def _run_graph(data: bytes, x: np.ndarray) -> np.ndarray:
-    import tensorflow as tf
-
-    graph_def = tf.compat.v1.GraphDef()
-    graph_def.ParseFromString(data)
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.compat.v1.import_graph_def(graph_def, name="")
-    with tf.compat.v1.Session(graph=graph) as session:
-        return session.run("y:0", {"x:0": x})
-
-
 @pytest.mark.slow
 def test_a_frozen_graph_with_a_minus_one_placeholder_keeps_it(tmp_path):
     data = _frozen_graph()
@@ -142,7 +130,7 @@ def test_a_frozen_graph_with_a_minus_one_placeholder_keeps_it(tmp_path):
     result = nhwc_onnx.convert(source, out)
     assert result.report.batch == {"dim_param": "N", "inputs": ["x"], "outputs": ["y"]}
     assert sorted(result.report.target_ops) == ["Add", "Conv", "Dense", "Relu", "Reshape"]
-    _converted_matches(source, out, lambda x: _run_graph(data, x))
+    _converted_matches(source, out, lambda x: run_frozen_graph(data, x))
 
 
 @pytest.mark.slow
@@ -160,7 +148,7 @@ def test_batch_sets_a_fixed_tensorflow_batch_too(tmp_path):
     assert result.report.warnings == []
     x = _x(3)
     [got] = run_converted(out, {"x": x}).values()
-    _close(got, _run_graph(_frozen_graph(stack=False), x))  # same weights, open batch, at 3
+    _close(got, run_frozen_graph(_frozen_graph(stack=False), x))  # same weights, open batch, at 3
 
 
 def test_a_caffe_net_has_a_fixed_batch_that_batch_replaces(tmp_path):
