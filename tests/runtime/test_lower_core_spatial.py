@@ -80,8 +80,8 @@ for _op in ("MaxPool", "AveragePool"):
     for _fmt, _x in (("NCHW", NCHW), ("NHWC", NHWC)):
         POOL += [_pool(f"{_op}_{_fmt}_{auto_pad}", _op, _x, _fmt, kernel_shape=[3, 2],
                        strides=[2, 3], auto_pad=auto_pad) for auto_pad in AUTO_PADS]
-        POOL += [_pool(f"{_op}_{_fmt}_ceil{ceil}", _op, _x, _fmt, kernel_shape=[2, 3],
-                       strides=[2, 2], pads=[1, 1, 1, 0], ceil_mode=ceil) for ceil in (0, 1)]
+        POOL += [_pool(f"{_op}_{_fmt}_ceil{ceil}", _op, _x, _fmt, kernel_shape=[3, 2],
+                       strides=[2, 2], pads=[0, 1, 1, 0], ceil_mode=ceil) for ceil in (0, 1)]
 POOL += [
     _pool("MaxPool_dilated", "MaxPool", NCHW, "NCHW", kernel_shape=[2, 2], dilations=[2, 3],
           pads=[1, 0, 0, 1]),
@@ -148,6 +148,10 @@ RESIZE = [
     _resize("Resize_linear_asymmetric_one_axis", NHWC, "linear", "asymmetric",
             scales=[1.0, 1.0, 2.5, 1.0]),
     _resize("Resize_linear_rank2", rand(5, 6), "linear", "half_pixel", scales=[2.0, 0.5]),
+    _resize("Resize_linear_outer_and_inner_axes", NCHW, "linear", "half_pixel",
+            scales=[2.0, 1.0, 1.0, 1.5]),
+    _resize("Resize_linear_rank3", rand(3, 4, 5), "linear", "align_corners",
+            scales=[2.0, 1.0, 2.0]),
 ]
 
 DEPTH_SPACE = [
@@ -212,6 +216,13 @@ def test_half_pixel_for_nn_on_a_kept_axis_is_refused():
 def test_average_pool_pads_as_wide_as_the_kernel_are_refused():
     case = _pool("wide", "AveragePool", NCHW, "NCHW", kernel_shape=[2, 2], pads=[2, 0, 0, 0])
     with pytest.raises(UnsupportedOpError, match="attribute 'pads'"):
+        check_case(case)
+
+
+def test_linear_resize_of_three_axes_of_four_is_refused():
+    # onnxruntime interpolates at most the last two axes of a rank-4 tensor
+    case = _resize("three", NCHW, "linear", "half_pixel", scales=[1.0, 2.0, 2.0, 2.0])
+    with pytest.raises(UnsupportedOpError, match="attribute 'scales'"):
         check_case(case)
 
 

@@ -202,17 +202,20 @@ def lower_batchnorm(node, L, inputs, outputs) -> None:
 
 
 def lower_resize(node, L, inputs, outputs) -> None:
-    """ONNX Resize-13 with the node's scales (float32) or sizes. Linear runs on the last
-    axes in onnxruntime: the resized axes are moved there and back."""
+    """ONNX Resize-13 with the node's scales (float32) or sizes. onnxruntime resizes a rank 4
+    or 5 tensor linearly only on its last axes (or H, W of NHWC): the resized axes are moved
+    there and back."""
     attrs = core_attrs(node)
     scales, sizes = attrs.get("scales"), attrs.get("sizes")
     shape = node.inputs[0].shape or (None,) * len(scales or sizes or ())
     changed = _changed_axes(node, attrs, shape)
     rank = len(shape)
     perm = list(range(rank))
-    if attrs["mode"] == "linear" and rank > 2 and not set(changed) <= {rank - 2, rank - 1}:
-        if len(changed) > 2:
-            refuse(node, "scales", f"linear resizing of {len(changed)} axes")
+    last = {4: 2, 5: 3}.get(rank, rank if rank <= 3 else 0)  # axes it resizes linearly
+    native = set(changed) <= set(range(rank - last, rank)) or (rank == 4 and set(changed) <= {1, 2})
+    if attrs["mode"] == "linear" and not native:
+        if len(changed) > last:
+            refuse(node, "scales", f"linear resizing of axes {changed} of a rank-{rank} tensor")
         perm = [a for a in range(rank) if a not in changed] + list(changed)
 
     def order(values) -> list:
