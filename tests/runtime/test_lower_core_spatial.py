@@ -244,3 +244,25 @@ def test_hwio_constant_weight_is_transposed_once_when_lowering():
     assert [n.op_type for n in proto.graph.node] == ["Transpose", "Conv", "Transpose"]
     weights = [t for t in proto.graph.initializer if len(t.dims) == 4]
     assert [list(t.dims) for t in weights] == [[4, 3, 3, 2]]
+
+
+@pytest.mark.parametrize("op, extra", [("MaxPool", {}), ("AveragePool", {"count_include_pad": 1}),
+                                       ("AveragePool", {"count_include_pad": 0})])
+def test_ceil_pool_feeding_a_fixed_size_layer(op, extra):
+    """Width 5, kernel 2, stride 2, pads 1: a naive ceil gives 4 windows, Caffe's rule 3 (the
+    fourth would start in the end pad). A Gemm sized for 3 must accept the lowered pool's
+    output, which onnxruntime checks when it loads the model."""
+    from nhwc_onnx.ir import Graph, Model, Value
+    from tests.core_reference import run_core
+
+    graph = Graph("ceil")
+    x = graph.add_input(Value("x", shape=(2, 3, 6, 5)))
+    pool = graph.make_node(op, [x], {"kernel_shape": [2, 2], "strides": [2, 2],
+                                     "pads": [1, 1, 1, 1], "ceil_mode": 1, **extra})
+    flat = graph.make_node("Flatten", [pool.output])
+    gemm = graph.make_node("Gemm", [flat.output, graph.constant(rand(3 * 4 * 3, 5), "w")])
+    graph.outputs.append(gemm.output)
+    model = Model(graph)
+    feeds = {"x": rand(2, 3, 6, 5)}
+    (got,) = run_lowered(model, feeds)
+    assert_matches(got, run_core(model, feeds)[gemm.output.name])

@@ -118,55 +118,69 @@ def _channel_column(L, node, index: int, name: str) -> str:
 def pool_lowering(onnx_op: str, *passed: str):
     def lower(node, L, inputs, outputs) -> None:
         attrs = core_attrs(node)
-        extra = {name: [int(v) for v in attrs[name]] if isinstance(attrs[name], list)
-                 else int(attrs[name]) for name in passed}
-        window = _window(node, attrs, pooling=True)
         kernel = [int(k) for k in attrs["kernel_shape"]]
-        padded = _pad_before_max(node, attrs, window, kernel)
+        h, w = spatial_hw(node, attrs["data_format"])
+        if h is None or w is None:
+            padded, window = None, _window(node, attrs, pooling=True)
+            if any(p >= kernel[i % 2] for i, p in enumerate(window.get("pads", []))):
+                refuse(node, "pads", f"pads {window['pads']} as wide as the kernel {kernel} "
+                       "(onnxruntime refuses them) with the input's H and W unknown")
+        else:
+            padded, window = _pool_window(node, attrs, kernel, (h, w))
+        given = {name: [int(v) for v in attrs[name]] if isinstance(attrs[name], list)
+                 else int(attrs[name]) for name in passed}
 
         def pool(x, outs):
             if padded is not None:
-                x = L.op("Pad", [x, int64(L, padded, "pads"), _lowest(L, node)],
-                         mode="constant")[0]
+                fill = _lowest(L, node) if onnx_op == "MaxPool" else _zero(L, node)
+                x = L.op("Pad", [x, int64(L, padded, "pads"), fill], mode="constant")[0]
             return L.op(onnx_op, [x], outputs=outs, kernel_shape=kernel,
-                        strides=[int(s) for s in attrs["strides"]], **extra, **window)
+                        strides=[int(s) for s in attrs["strides"]], **{**given, **window})
 
         in_nchw(L, attrs["data_format"], inputs[0], outputs[0], pool)
 
     return lower
 
 
-def _pad_before_max(node, attrs: dict, window: dict, kernel: list) -> list | None:
-    """onnxruntime refuses a pool pad as wide as the kernel (a dilated SAME window has them).
-    A MaxPool's padding then becomes a Pad of the lowest value before it (padded cells never
-    win), its end reaching the evaluator's last window: the Pad's ONNX pads, with ``window``
-    set to no padding. An AveragePool's divisor has no such form: refused."""
-    pads = window.get("pads")
-    if pads is None or all(p < kernel[i % 2] for i, p in enumerate(pads)):
-        return None
+def _pool_window(node, attrs: dict, kernel: list, hw: tuple) -> tuple[list | None, dict]:
+    """(the ONNX pads of a Pad before the pool or None, the pool's padding attributes) giving
+    the evaluator's windows with floor rounding: the last window is reached by end pads,
+    never by ceil_mode (onnx's shape inference rounds ceil_mode without Caffe's rule that a
+    window starts inside the input and its begin pad, and then disagrees with the kernel)."""
+    if any(int(p) < 0 for p in attrs.get("pads") or []):
+        refuse(node, "pads", f"negative pads {attrs['pads']} (a crop) have no ONNX pool form")
+    plan = sp.spatial_plan(attrs, hw, pooling=True)
+    dilations = attrs.get("dilations") or [1, 1]
+    begins, ends = [b for _, b, _ in plan], [e for _, _, e in plan]
+    reach = [(o - 1) * int(attrs["strides"][a]) + (kernel[a] - 1) * int(dilations[a]) + 1
+             - hw[a] - begins[a] for a, (o, _, _) in enumerate(plan)]
+    if node.op == "AveragePool" and int(attrs["count_include_pad"]):
+        # the padded extent counts: zeros of a Pad do, end pads past it do not
+        tails = [max(r - e, 0) for r, e in zip(reach, ends)]
+        if any(t >= k for t, k in zip(tails, kernel)):
+            refuse(node, "ceil_mode", f"the last window reaches {tails} past the end pads, as "
+                   f"wide as the kernel {kernel}")
+        window = {"pads": [0, 0, *tails], "count_include_pad": 0, "ceil_mode": 0}
+        return ([0, 0, *begins, 0, 0, *ends] if any(begins + ends) else None), window
+    pads = begins + [max(r, 0) for r in reach]
+    if all(p < kernel[i % 2] for i, p in enumerate(pads)):
+        return None, {"pads": pads, "ceil_mode": 0}
     if node.op != "MaxPool":
         refuse(node, "pads", f"pads {pads} as wide as the kernel {kernel}: onnxruntime refuses "
-               "them and a Pad before the pool would change the divisor")
-    h, w = spatial_hw(node, attrs["data_format"])
-    if window["ceil_mode"] and (h is None or w is None):
-        refuse(node, "ceil_mode", "the last window of a pool with pads as wide as the kernel "
-               "needs the input's H and W")
-    ends = pads[2:]
-    if h is not None and w is not None:
-        plan = sp.spatial_plan({**attrs, "pads": pads, "auto_pad": "NOTSET"}, (h, w),
-                               pooling=True)
-        dilations = attrs.get("dilations") or [1, 1]
-        ends = [max((o - 1) * attrs["strides"][a] + (kernel[a] - 1) * dilations[a] + 1
-                    - size - pads[a], pads[a + 2])
-                for a, ((o, _, _), size) in enumerate(zip(plan, (h, w)))]
-    window.update(pads=[0, 0, 0, 0], ceil_mode=0)
-    return [0, 0, pads[0], pads[1], 0, 0, ends[0], ends[1]]
+               "them and a Pad before the pool would count in the divisor")
+    # onnxruntime refuses a pad as wide as the kernel (a dilated SAME window has them): the
+    # lowest value padded before a MaxPool never wins
+    return [0, 0, *pads[:2], 0, 0, *pads[2:]], {"pads": [0, 0, 0, 0], "ceil_mode": 0}
 
 
 def _lowest(L, node) -> str:
     dtype = np.dtype(node.inputs[0].dtype or "float32")
     low = -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
     return L.const(np.array(low, dtype), "lowest")
+
+
+def _zero(L, node) -> str:
+    return L.const(np.zeros((), np.dtype(node.inputs[0].dtype or "float32")), "zero")
 
 
 def nchw_lowering(*passed: str):
