@@ -104,11 +104,3 @@ def in_nchw(L: Lowerer, data_format: str, x: str, out: str,
     (y_nchw,) = body(x_nchw, 1)
     L.op("Transpose", [y_nchw], outputs=[out], perm=TO_NHWC)
 
-
-def constant_or(L: Lowerer, node, index: int, name: str,
-                arrange: Callable[[np.ndarray], np.ndarray], runtime: Callable[[str], str]) -> str:
-    """Input ``index`` rearranged: a constant once, now (``arrange``); else at run time."""
-    value = node.inputs[index]
-    if value.const is not None:
-        return L.const(arrange(np.asarray(value.const)), "weight")
-    return runtime(name)

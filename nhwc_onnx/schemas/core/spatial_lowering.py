@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import spatial_math as sp
-from .lowering import core_attrs, in_nchw, int64, known, refuse, spatial_hw
+from .lowering import core_attrs, in_nchw, int64, known, plain, refuse, spatial_hw
 
 Step = Callable[[str, Any], list]  # (input name, outputs: names or a count) -> output names
 
@@ -127,8 +127,7 @@ def pool_lowering(onnx_op: str, *passed: str):
                        "(onnxruntime refuses them) with the input's H and W unknown")
         else:
             padded, window = _pool_window(node, attrs, kernel, (h, w))
-        given = {name: [int(v) for v in attrs[name]] if isinstance(attrs[name], list)
-                 else int(attrs[name]) for name in passed}
+        given = {name: plain(attrs[name]) for name in passed}
 
         def pool(x, outs):
             if padded is not None:
@@ -188,7 +187,7 @@ def nchw_lowering(*passed: str):
 
     def lower(node, L, inputs, outputs) -> None:
         attrs = core_attrs(node)
-        extra = {name: attrs[name] for name in passed}
+        extra = {name: plain(attrs[name]) for name in passed}
         in_nchw(L, attrs["data_format"], inputs[0], outputs[0],
                 lambda x, outs: L.op(node.op, [x], outputs=outs, **extra))
 
