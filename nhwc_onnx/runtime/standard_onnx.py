@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ..errors import ConversionBugError, ModelLoadError, NodeProblem, UnsupportedOpError
 from ..files.reads import file_origin
 from ..ir import Model, Node
-from ..ir.core import CORE
+from ..ir.core import CORE, DIALECT
 from ..ir.metadata import KEY_IO_PERMUTATIONS, encode_io_permutations
 from ..schemas import CORE_OPS, DIALECT_OPS, infer_shapes
 from ..schemas.base import Registry
@@ -119,18 +119,17 @@ def lower_model(model: Model, extra_outputs: Sequence[str] = (),
     ``weights`` makes the initializer of each graph constant (default: its bytes copied in).
     """
     graph = model.graph
-    core = bool(graph.nodes) and all(node.domain == CORE for node in graph.nodes)
-    registry = CORE_OPS if core else DIALECT_OPS
+    core = any(node.domain == CORE for node in graph.nodes)
     graph.toposort()
     low = OnnxLowerer()
     # Lowerings read static shapes from node.inputs[i].shape; intermediate values often carry
     # none, so lend them the inferred ones for the duration of the lowering only.
-    lent = _lend_inferred_shapes(model, registry)
+    lent = _lend_inferred_shapes(model, CORE_OPS if core else DIALECT_OPS)
     refusals = []
     try:
         for node in graph.nodes:
             try:
-                _lower_node(node, low, registry)
+                _lower_node(node, low)
             except UnsupportedOpError as exc:  # every node that cannot be written, at once
                 refusals.append(exc)
     finally:
@@ -202,7 +201,13 @@ def _dims(shape):
     return [d if isinstance(d, (int, str)) else None for d in shape]
 
 
-def _lower_node(node: Node, low: OnnxLowerer, registry: Registry = DIALECT_OPS) -> None:
+def _lower_node(node: Node, low: OnnxLowerer) -> None:
+    # by domain: a core op and a dialect op may share a name (Conv, Add) and not a meaning
+    if node.domain not in (CORE, DIALECT, ""):
+        raise UnsupportedOpError([NodeProblem(
+            node.name, node.op, f"its domain '{node.domain}' is neither core nor the dialect's",
+            "lower")])
+    registry = CORE_OPS if node.domain == CORE else DIALECT_OPS
     schema = registry.get(node.op)
     if schema is None or schema.lower is None:
         raise ConversionBugError(

@@ -2,12 +2,15 @@
 error naming the node, its op and why: never lowered to something else."""
 from __future__ import annotations
 
+import numpy as np
+import onnxruntime as ort
 import pytest
 
 from nhwc_onnx.errors import UnsupportedOpError
 from nhwc_onnx.ir import Graph, Model, Value
-from nhwc_onnx.ir.core import UNCONVERTED
-from nhwc_onnx.runtime.standard_onnx import lower_core_model
+from nhwc_onnx.ir.core import DIALECT, UNCONVERTED
+from nhwc_onnx.runtime.standard_onnx import lower_core_model, lower_model
+from tests.runtime.core_lowering_cases import assert_matches, rand
 
 
 def _graph() -> tuple[Graph, Value]:
@@ -55,3 +58,18 @@ def test_a_lowerable_model_keeps_its_input_and_output_names_and_types():
     assert [d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim] == [2, 3, 5]
     assert [(v.name, v.type.tensor_type.elem_type) for v in proto.graph.output] == [
         ("as_int", 6)]
+
+
+def test_a_core_node_is_lowered_as_its_core_op_beside_a_dialect_op_of_its_name():
+    """Core Softmax normalises one axis, the dialect's (ONNX-1) the flattened tail from it:
+    the node's domain picks the lowering, never the op name alone."""
+    graph, x = _graph()
+    relu = graph.make_node("Relu", [x], name="relu", domain=DIALECT)
+    soft = graph.make_node("Softmax", [relu.output], {"axis": 1}, name="soft")
+    graph.outputs.append(soft.output)
+    session = ort.InferenceSession(lower_model(Model(graph)).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    feed = rand(2, 3, 5)
+    (got,) = session.run(None, {"x": feed})
+    shifted = np.exp(np.maximum(feed, 0).astype(np.float64))
+    assert_matches(got, (shifted / shifted.sum(axis=1, keepdims=True)).astype(np.float32))
