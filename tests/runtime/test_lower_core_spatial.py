@@ -137,6 +137,9 @@ RESIZE = [
             "round_prefer_ceil", sizes=[2, 17, 13, 3]),
     _resize("Resize_nearest_tf_half_pixel_floor", NHWC, "nearest", "tf_half_pixel_for_nn",
             "floor", sizes=[2, 18, 5, 3]),
+    # (4 + 0.5) * 7 / 9 - 0.5 is 3 in float32 and just below in float64: the evaluator reads 2
+    _resize("Resize_nearest_half_pixel_floor_on_a_float_tie", rand(2, 3, 7, 8), "nearest",
+            "half_pixel", "floor", sizes=[2, 3, 9, 8]),
     _resize("Resize_nearest_ceil_downsample", NCHW, "nearest", "asymmetric", "ceil",
             scales=[1.0, 1.0, 0.5, 0.5]),
     _resize("Resize_linear_NHWC_half_pixel", NHWC, "linear", "half_pixel",
@@ -204,6 +207,15 @@ def test_dilated_same_padding_needs_height_and_width(case):
     model, feeds, _ = _without_height_and_width(case)
     with pytest.raises(UnsupportedOpError, match="attribute 'dilations'"):
         run_lowered(model, feeds)
+
+
+@pytest.mark.parametrize("case", [c for c in RESIZE if c.attrs["mode"] == "nearest"
+                                  and "scales" in c.attrs], ids=lambda c: c.name)
+def test_nearest_resize_with_an_unknown_batch(case):
+    """Without every dimension the Gathers cannot be sized: ONNX Resize does it."""
+    model, feeds, arrays = one_node_model(case)
+    model.graph.inputs[0].shape = (None, *model.graph.inputs[0].shape[1:])
+    assert_matches(run_lowered(model, feeds)[0], evaluate_node(model.graph.nodes[0], arrays)[0])
 
 
 def test_half_pixel_for_nn_on_a_kept_axis_is_refused():

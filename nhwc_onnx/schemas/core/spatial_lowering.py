@@ -221,6 +221,9 @@ def lower_resize(node, L, inputs, outputs) -> None:
     attrs = core_attrs(node)
     scales, sizes = attrs.get("scales"), attrs.get("sizes")
     shape = node.inputs[0].shape or (None,) * len(scales or sizes or ())
+    if attrs["mode"] == "nearest" and all(known(d) for d in shape):
+        _lower_nearest_as_gathers(L, attrs, shape, inputs[0], outputs[0])
+        return
     changed = _changed_axes(node, attrs, shape)
     rank = len(shape)
     perm = list(range(rank))
@@ -247,6 +250,23 @@ def lower_resize(node, L, inputs, outputs) -> None:
     (moved,) = L.op("Transpose", [inputs[0]], perm=perm)
     (resized,) = L.op("Resize", [moved, *resize_inputs], **extra)
     L.op("Transpose", [resized], outputs=outputs, perm=[int(i) for i in np.argsort(perm)])
+
+
+def _lower_nearest_as_gathers(L, attrs: dict, shape, x: str, out: str) -> None:
+    """Nearest resizing is a Gather per resized axis, of the indices the evaluator reads:
+    exact, where ONNX Resize computes its coordinates in float32 and rounds a position the
+    evaluator finds on .5 (half_pixel, floor, 7 -> 9) to the other side."""
+    out_shape = sp.resize_output_shape(attrs, shape)
+    gathers = []
+    for axis, (in_len, out_len) in enumerate(zip(shape, out_shape)):
+        coords = sp.resize_coords(attrs, axis, int(in_len), int(out_len))
+        if coords is not None:
+            gathers.append((axis, sp.nearest_indices(attrs, coords, int(in_len))))
+    if not gathers:
+        L.op("Identity", [x], outputs=[out])
+    for i, (axis, indices) in enumerate(gathers):
+        x = L.op("Gather", [x, L.const(indices, "indices")], axis=axis,
+                 outputs=[out] if i == len(gathers) - 1 else 1)[0]
 
 
 def _changed_axes(node, attrs: dict, shape) -> list[int]:

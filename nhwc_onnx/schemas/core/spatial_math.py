@@ -268,17 +268,29 @@ def resize_output_shape(attrs: dict, shape: Sequence[int | None]) -> tuple:
     return tuple(None if d is None else int(np.floor(d * float(s))) for d, s in zip(shape, scales))
 
 
+def resize_coords(attrs: dict, axis: int, in_len: int, out_len: int) -> np.ndarray | None:
+    """Where each output position of ``axis`` samples the input (None: the axis is kept)."""
+    scales = attrs.get("scales")
+    scale = float(scales[axis]) if scales is not None else out_len / in_len
+    if in_len == out_len and scale == 1.0:
+        return None
+    return _source_coords(attrs["coordinate_transformation_mode"], out_len, in_len, scale)
+
+
+def nearest_indices(attrs: dict, coords: np.ndarray, in_len: int) -> np.ndarray:
+    """The input index each nearest-mode sample reads."""
+    return _nearest_index(coords, attrs["nearest_mode"], in_len)
+
+
 def resize(attrs: dict, x: np.ndarray) -> np.ndarray:
     out_shape = resize_output_shape(attrs, x.shape)
-    scales = attrs.get("scales")
     y = x.astype(np.float64)
     for axis, (in_len, out_len) in enumerate(zip(x.shape, out_shape)):
-        scale = float(scales[axis]) if scales is not None else out_len / in_len
-        if in_len == out_len and scale == 1.0:
+        coords = resize_coords(attrs, axis, in_len, out_len)
+        if coords is None:
             continue
-        coords = _source_coords(attrs["coordinate_transformation_mode"], out_len, in_len, scale)
         if attrs["mode"] == "nearest":
-            y = np.take(y, _nearest_index(coords, attrs["nearest_mode"], in_len), axis=axis)
+            y = np.take(y, nearest_indices(attrs, coords, in_len), axis=axis)
             continue
         coords = np.clip(coords, 0, in_len - 1)
         lo = np.floor(coords).astype(np.int64)
