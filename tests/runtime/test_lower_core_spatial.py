@@ -155,6 +155,7 @@ RESIZE = [
             scales=[2.0, 1.0, 1.0, 1.5]),
     _resize("Resize_linear_rank3", rand(3, 4, 5), "linear", "align_corners",
             scales=[2.0, 1.0, 2.0]),
+    _resize("Resize_linear_rank1", rand(7), "linear", "asymmetric", sizes=[11]),
 ]
 
 DEPTH_SPACE = [

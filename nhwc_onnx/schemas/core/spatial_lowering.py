@@ -215,9 +215,9 @@ def lower_batchnorm(node, L, inputs, outputs) -> None:
 
 
 def lower_resize(node, L, inputs, outputs) -> None:
-    """ONNX Resize-13 with the node's scales (float32) or sizes. onnxruntime resizes a rank 4
-    or 5 tensor linearly only on its last axes (or H, W of NHWC): the resized axes are moved
-    there and back."""
+    """ONNX Resize-13 with the node's scales (float32) or sizes. onnxruntime interpolates
+    linearly a tensor of rank 2 or 3, and of rank 4 or 5 only on its last axes (or H, W of
+    NHWC): the resized axes are moved there and back; a rank-1 tensor gets a leading axis."""
     attrs = core_attrs(node)
     scales, sizes = attrs.get("scales"), attrs.get("sizes")
     shape = node.inputs[0].shape or (None,) * len(scales or sizes or ())
@@ -226,30 +226,40 @@ def lower_resize(node, L, inputs, outputs) -> None:
         return
     changed = _changed_axes(node, attrs, shape)
     rank = len(shape)
-    perm = list(range(rank))
-    last = {4: 2, 5: 3}.get(rank, rank if rank <= 3 else 0)  # axes it resizes linearly
-    native = set(changed) <= set(range(rank - last, rank)) or (rank == 4 and set(changed) <= {1, 2})
-    if attrs["mode"] == "linear" and not native:
-        if len(changed) > last:
-            refuse(node, "scales", f"linear resizing of axes {changed} of a rank-{rank} tensor")
-        perm = [a for a in range(rank) if a not in changed] + list(changed)
-
-    def order(values) -> list:
-        return [values[a] for a in perm]
-
+    perm = _linear_order(node, rank, changed) if attrs["mode"] == "linear" else list(range(rank))
+    lead = [1] if attrs["mode"] == "linear" and rank == 1 else []
     roi = None  # only tf_crop_and_resize reads one
     if scales is not None:
-        resize_inputs = [roi, L.const(np.array(order(scales), np.float32), "scales")]
+        given = lead + [float(scales[a]) for a in perm]
+        resize_inputs = [roi, L.const(np.array(given, np.float32), "scales")]
     else:
-        resize_inputs = [roi, None, int64(L, order(sizes), "sizes")]
+        assert sizes is not None  # exactly one of them (the schema's shape rule)
+        resize_inputs = [roi, None, int64(L, lead + [sizes[a] for a in perm], "sizes")]
     extra = {name: attrs[name] for name in ("mode", "coordinate_transformation_mode",
                                              "nearest_mode")}
-    if perm == list(range(rank)):
-        L.op("Resize", [inputs[0], *resize_inputs], outputs=outputs, **extra)
+    x = inputs[0]
+    undo: tuple[str, list, dict] | None = None  # (op, extra inputs, attributes) after Resize
+    if lead:
+        x = L.op("Unsqueeze", [x, int64(L, [0], "axes")])[0]
+        undo = ("Squeeze", [int64(L, [0], "axes")], {})
+    elif perm != list(range(rank)):
+        x = L.op("Transpose", [x], perm=perm)[0]
+        undo = ("Transpose", [], {"perm": [int(i) for i in np.argsort(perm)]})
+    if undo is None:
+        L.op("Resize", [x, *resize_inputs], outputs=outputs, **extra)
         return
-    (moved,) = L.op("Transpose", [inputs[0]], perm=perm)
-    (resized,) = L.op("Resize", [moved, *resize_inputs], **extra)
-    L.op("Transpose", [resized], outputs=outputs, perm=[int(i) for i in np.argsort(perm)])
+    (resized,) = L.op("Resize", [x, *resize_inputs], **extra)
+    L.op(undo[0], [resized, *undo[1]], outputs=outputs, **undo[2])
+
+
+def _linear_order(node, rank: int, changed: list[int]) -> list[int]:
+    """The axis order in which onnxruntime interpolates the changed axes."""
+    last = {4: 2, 5: 3}.get(rank, rank if rank <= 3 else 0)  # the axes it interpolates
+    if set(changed) <= set(range(rank - last, rank)) or (rank == 4 and set(changed) <= {1, 2}):
+        return list(range(rank))
+    if len(changed) > last:
+        refuse(node, "scales", f"linear resizing of axes {changed} of a rank-{rank} tensor")
+    return [a for a in range(rank) if a not in changed] + list(changed)
 
 
 def _lower_nearest_as_gathers(L, attrs: dict, shape, x: str, out: str) -> None:
