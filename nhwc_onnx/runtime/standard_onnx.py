@@ -169,13 +169,31 @@ def lower_core_model(model: Model, extra_outputs: Sequence[str] = (),
                      weights: WeightTensor = inline_tensor) -> onnx.ModelProto:
     """Standard ONNX (opset 17, IR 8) computing what the core-IR ``model`` computes (a
     frontend's output before the passes): each core node as its op's ``lower`` writes it,
-    graph input and output names, element types and input shapes kept. A node no standard
+    graph input and output names, element types and shapes kept. A node no standard
     ONNX computes is refused (UnsupportedOpError naming every such node and attribute)."""
     foreign = [NodeProblem(n.name, n.op, f"its domain '{n.domain}' is not core", "lower")
                for n in model.graph.nodes if n.domain != CORE]
     if foreign:
         raise UnsupportedOpError(foreign)
-    return lower_model(model, extra_outputs, weights)
+    proto = lower_model(model, extra_outputs, weights)
+    declare_output_shapes(proto, model, CORE_OPS, unknown=None)
+    return proto
+
+
+def declare_output_shapes(proto: onnx.ModelProto, model: Model, registry: Registry,
+                          unknown: tuple | None = ()) -> None:
+    """Standard ONNX wants a shape on every graph output (the runtime path does without):
+    each of the model's outputs gets its shape, inferred where the model has none
+    (``unknown`` where inference finds none)."""
+    shapes = infer_shapes(model, registry)
+    by_name = {v.name: v for v in model.graph.outputs}
+    for out in proto.graph.output:
+        value = by_name.get(out.name)
+        if value is None:  # an extra output
+            continue
+        shape = value.shape if value.shape is not None else shapes.get(out.name)
+        out.CopyFrom(helper.make_tensor_value_info(
+            out.name, _dtype_enum(value.dtype), _dims(shape) if shape is not None else unknown))
 
 
 def _lend_inferred_shapes(model: Model, registry: Registry) -> list:
@@ -260,14 +278,7 @@ def lower_for_export(model: Model, weights: WeightTensor = inline_tensor,
     refuse_oversized(model, label)
     proto = lower_model(model, weights=weights)
     proto.producer_name = "nhwc-onnx"
-    # Standard ONNX wants a shape on every graph output (the runtime path does without).
-    shapes = infer_shapes(model)
-    by_name = {v.name: v for v in model.graph.outputs}
-    for out in proto.graph.output:
-        value = by_name[out.name]
-        shape = value.shape if value.shape is not None else shapes.get(out.name)
-        out.CopyFrom(helper.make_tensor_value_info(out.name, _dtype_enum(value.dtype),
-                                                   _dims(shape) if shape is not None else []))
+    declare_output_shapes(proto, model, DIALECT_OPS)
     meta = {str(k): str(v) for k, v in model.metadata.items()}
     if model.io_permutations:
         meta[KEY_IO_PERMUTATIONS] = encode_io_permutations(model.io_permutations)

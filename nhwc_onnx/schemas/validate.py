@@ -230,7 +230,8 @@ def _check_ports(node: Node, schema, add) -> bool:
             add("constant-input",
                 f"input '{port.name}' ('{v.name}') must be a constant initializer")
     n_out = len(node.outputs)
-    if n_out != len(schema.outputs):
+    variadic = bool(schema.outputs) and schema.outputs[-1].variadic  # core Split: one or more
+    if n_out != len(schema.outputs) and not (variadic and n_out >= len(schema.outputs)):
         add("arity", "wrong number of outputs", len(schema.outputs), n_out)
     for idx, out in enumerate(node.outputs):
         port = schema.outputs[min(idx, len(schema.outputs) - 1)] if schema.outputs else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
 from nhwc_onnx.ir import Graph, Model, Value
@@ -79,6 +80,7 @@ def check_case(case: Case) -> None:
 
 def run_lowered(model: Model, feeds: dict) -> list[np.ndarray]:
     proto = lower_core_model(model)
+    onnx.checker.check_model(proto, full_check=True)  # valid ONNX, shapes inferred and agreeing
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(proto.SerializeToString(), options,

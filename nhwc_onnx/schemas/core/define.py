@@ -31,13 +31,14 @@ Impl = Callable[[dict, list], "np.ndarray | list[np.ndarray]"]
 
 def core_op(name: str, doc: str, inputs, outputs=("Y",), attrs=None, dtypes=ANY, *,
             infer, evaluate: Impl, dtype, lower: LowerFn, elementwise: bool = False) -> OpSchema:
-    """Register core op ``name``. ``inputs`` are port names, "X?" optional, "data*" variadic.
+    """Register core op ``name``. ``inputs`` are port names, "X?" optional, "data*" variadic
+    (``outputs`` too: "outputs*", one or more).
     ``elementwise``: each output element comes from the same-position (broadcast) elements."""
     ins = []
     for spec in inputs:
         ins.append(Port(spec.rstrip("?*"), optional=spec.endswith("?"),
                         variadic=spec.endswith("*"), dtypes=dtypes))
-    outs = [Port(o, dtypes=dtypes) for o in outputs]
+    outs = [Port(o.rstrip("*"), variadic=o.endswith("*"), dtypes=dtypes) for o in outputs]
     schema = OpSchema(name, "core", doc, ins, outs, dict(attrs or {}), layout=None,
                       infer=infer, infer_dtype=dtype, lower=lower, elementwise=elementwise)
     schema.evaluate = _evaluator(schema, evaluate)

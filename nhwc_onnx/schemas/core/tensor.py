@@ -246,7 +246,7 @@ def _lower_split(node, L, inputs, outputs) -> None:
 
 
 core_op("Split", "Split along ``axis`` into pieces of the listed sizes (one output each).", ["X"],
-        outputs=("outputs",), attrs={"axis": Attr(A.INT, default=0),
+        outputs=("outputs*",), attrs={"axis": Attr(A.INT, default=0),
                                       "split": Attr(A.INTS, required=True)},
         infer=_infer_split,
         evaluate=_split, lower=_lower_split, **_MOVES)
