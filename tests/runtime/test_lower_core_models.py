@@ -80,7 +80,10 @@ def test_tf_graph_lowered_matches_tensorflow(tmp_path):
     for op in ("Conv", "BatchNormalization", "MaxPool", "AveragePool", "Rsqrt", "Erf",
                "MatMul", "Reshape", "Transpose", "Concat", "Slice", "Pad"):
         assert op in ops, (op, ops)
-    assert {n.attrs.get("data_format") for n in core.graph.nodes if n.op == "Conv"} == {"NHWC"}
+    convs = [n for n in core.graph.nodes if n.op == "Conv"]
+    assert {(n.attrs.get("data_format"), n.attrs.get("weight_layout")) for n in convs} == {
+        ("NHWC", "HWIO")}
+    assert sorted(n.attrs.get("group", 1) for n in convs) == [1, 6]  # the depthwise one
     want = np.asarray(frozen(tf.constant(x))[0])
     (got,) = run_lowered(core, {"x": x})
     close(got, want, TOL)
