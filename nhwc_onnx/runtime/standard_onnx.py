@@ -113,7 +113,8 @@ class FileReferences:
 def lower_model(model: Model, extra_outputs: Sequence[str] = (),
                 weights: WeightTensor = inline_tensor) -> onnx.ModelProto:
     """Standard ONNX (opset 17, IR 8) computing the same outputs as the dialect ``model``, or
-    as a core-IR ``model`` (every node of domain ``core``: ``lower_core_model``).
+    as a core-IR one: each node written by the ``lower`` of its op in its domain's registry
+    (``lower_core_model`` also checks that every node is core and shapes the outputs).
 
     ``extra_outputs`` names internal tensors to expose as additional outputs (for bisecting);
     ``weights`` makes the initializer of each graph constant (default: its bytes copied in).
