@@ -206,34 +206,42 @@ def load(path: str | os.PathLike) -> Pipeline:
 
 
 def split(source, framework, options: ConvertOptions, convert) -> Pipeline:
-    """Convert ``source`` as a pipeline. ``convert(options)`` converts it with other options
-    and returns ``(Model, report)`` (raising like ``api.convert``). A source that converts
-    whole is one dialect segment, the model plain ``convert`` writes."""
+    """Convert ``source`` as a pipeline. ``convert(options, path=source)`` converts it (or
+    the ONNX file ``path``) with other options and returns ``(Model, report)`` (raising like
+    ``api.convert``). A source that converts whole is one dialect segment, the model plain
+    ``convert`` writes. A refused TF or Caffe source is split through its core ops
+    (``through_core.py``)."""
     t0 = time.perf_counter()
     try:
         model, report = convert(options.replace(exact_cut=False))
     except UnsupportedOpError as refusal:
-        if framework.name != "onnx":
-            raise UnsupportedOpError(
-                refusal.problems, refusal.framework,
-                hint=(f"{refusal.hint}; " if refusal.hint else "")
-                + f"--split takes ONNX sources only so far, not {framework.name}") from None
-        pipeline = _split_onnx(source, options, refusal, convert)
-    else:
-        from .cost import dialect_costs
+        if framework.name == "onnx":
+            pipeline = _split_onnx(source, options, refusal, convert)
+        else:
+            from .through_core import split_through_core
 
-        macs, params = dialect_costs(model)
-        file = "00_dialect.onnx"
-        inputs = [_entry_of(v, model) for v in model.graph.inputs]
-        outputs = [_entry_of(v, model) for v in model.graph.outputs]
-        manifest = Manifest(inputs, outputs, [SegmentEntry(file, DIALECT, inputs, outputs,
-                                                           macs, params)],
-                            {"source": os.path.basename(str(source)), "notes": []})
-        pipeline = Pipeline(manifest, {file: model}, {"conversion": report.to_dict()})
+            pipeline = split_through_core(source, framework, options, convert,
+                                          split_onnx=_split_onnx, whole=whole)
+    else:
+        pipeline = whole(model, report, source)
     pipeline.domain = options.domain
     pipeline.weights_as_constants = options.weights_as_constants
     pipeline.report["seconds"] = time.perf_counter() - t0
     return pipeline
+
+
+def whole(model, report, source) -> Pipeline:
+    """The pipeline of a model that converts whole: one dialect segment, that model."""
+    from .cost import dialect_costs
+
+    macs, params = dialect_costs(model)
+    file = "00_dialect.onnx"
+    inputs = [_entry_of(v, model) for v in model.graph.inputs]
+    outputs = [_entry_of(v, model) for v in model.graph.outputs]
+    manifest = Manifest(inputs, outputs, [SegmentEntry(file, DIALECT, inputs, outputs,
+                                                       macs, params)],
+                        {"source": os.path.basename(str(source)), "notes": []})
+    return Pipeline(manifest, {file: model}, {"conversion": report.to_dict()})
 
 
 def _entry_of(value, model) -> Entry:
