@@ -1,7 +1,8 @@
-"""Lower a dialect model to standard ONNX (default domain) so onnxruntime can execute it.
+"""Lower a dialect model, or a core-IR model (what the frontends emit, before the passes), to
+standard ONNX (default domain) so onnxruntime can execute it.
 
-Each dialect schema's ``lower`` function emits the standard ops for one node; this module only
-drives them and assembles the ModelProto.
+Each schema's ``lower`` function (dialect or core op) emits the standard ops for one node; this
+module only drives them and assembles the ModelProto.
 """
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ..errors import ConversionBugError, ModelLoadError
+from ..errors import ConversionBugError, ModelLoadError, NodeProblem, UnsupportedOpError
 from ..files.reads import file_origin
 from ..ir import Model, Node
+from ..ir.core import CORE
 from ..ir.metadata import KEY_IO_PERMUTATIONS, encode_io_permutations
-from ..schemas import DIALECT_OPS, infer_shapes
+from ..schemas import CORE_OPS, DIALECT_OPS, infer_shapes
+from ..schemas.base import Registry
 
 LOWERED_OPSET = 17
 LOWERED_IR_VERSION = 8  # onnxruntime 1.31 rejects IR 14, which onnx 1.23 writes by default
@@ -109,24 +112,38 @@ class FileReferences:
 
 def lower_model(model: Model, extra_outputs: Sequence[str] = (),
                 weights: WeightTensor = inline_tensor) -> onnx.ModelProto:
-    """Standard ONNX (opset 17, IR 8) computing the same outputs as the dialect ``model``.
+    """Standard ONNX (opset 17, IR 8) computing the same outputs as the dialect ``model``, or
+    as a core-IR ``model`` (every node of domain ``core``: ``lower_core_model``).
 
     ``extra_outputs`` names internal tensors to expose as additional outputs (for bisecting);
     ``weights`` makes the initializer of each graph constant (default: its bytes copied in).
     """
     graph = model.graph
+    core = bool(graph.nodes) and all(node.domain == CORE for node in graph.nodes)
+    registry = CORE_OPS if core else DIALECT_OPS
     graph.toposort()
     low = OnnxLowerer()
     # Lowerings read static shapes from node.inputs[i].shape; intermediate values often carry
     # none, so lend them the inferred ones for the duration of the lowering only.
-    lent = _lend_inferred_shapes(model)
+    lent = _lend_inferred_shapes(model, registry)
+    refusals = []
     try:
         for node in graph.nodes:
-            _lower_node(node, low)
+            try:
+                _lower_node(node, low, registry)
+            except UnsupportedOpError as exc:  # every node that cannot be written, at once
+                refusals.append(exc)
     finally:
         for value in lent:
             value.shape = None
-    inits = [weights(v.const, v.name) for v in graph.constants() if v.const is not None]
+    if refusals:
+        raise UnsupportedOpError.merged(refusals)
+    constants = graph.constants()
+    if core:  # a weight the lowering rearranged into a new constant is read no more
+        read = {name for n in low.nodes for name in n.input} | {
+            v.name for v in graph.inputs + graph.outputs}
+        constants = [v for v in constants if v.name in read]
+    inits = [weights(v.const, v.name) for v in constants if v.const is not None]
     inputs = [
         helper.make_tensor_value_info(v.name, _dtype_enum(v.dtype), _dims(v.shape))
         for v in graph.inputs
@@ -134,12 +151,13 @@ def lower_model(model: Model, extra_outputs: Sequence[str] = (),
     outputs = [
         helper.make_tensor_value_info(v.name, _dtype_enum(v.dtype), None) for v in graph.outputs
     ]
-    known = {v.name for v in graph.values()}
+    known = {v.name: v for v in graph.values()}
     for name in extra_outputs:
         if name not in known:
             raise KeyError(f"no tensor named '{name}' in the model")
         if name not in {o.name for o in outputs}:
-            outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+            outputs.append(helper.make_tensor_value_info(name, _dtype_enum(known[name].dtype),
+                                                         None))
     g = helper.make_graph(low.nodes, graph.name or "lowered", inputs, outputs,
                           initializer=inits + low.initializers)
     proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", LOWERED_OPSET)],
@@ -148,12 +166,25 @@ def lower_model(model: Model, extra_outputs: Sequence[str] = (),
     return proto
 
 
-def _lend_inferred_shapes(model: Model) -> list:
+def lower_core_model(model: Model, extra_outputs: Sequence[str] = (),
+                     weights: WeightTensor = inline_tensor) -> onnx.ModelProto:
+    """Standard ONNX (opset 17, IR 8) computing what the core-IR ``model`` computes (a
+    frontend's output before the passes): each core node as its op's ``lower`` writes it,
+    graph input and output names, element types and input shapes kept. A node no standard
+    ONNX computes is refused (UnsupportedOpError naming every such node and attribute)."""
+    foreign = [NodeProblem(n.name, n.op, f"its domain '{n.domain}' is not core", "lower")
+               for n in model.graph.nodes if n.domain != CORE]
+    if foreign:
+        raise UnsupportedOpError(foreign)
+    return lower_model(model, extra_outputs, weights)
+
+
+def _lend_inferred_shapes(model: Model, registry: Registry) -> list:
     """Set the inferred shape on every value that has none; return those values."""
     missing = [v for v in model.graph.values() if v.shape is None]
     if not missing:
         return []
-    shapes = infer_shapes(model)
+    shapes = infer_shapes(model, registry)
     lent = []
     for value in missing:
         shape = shapes.get(value.name)
@@ -171,12 +202,17 @@ def _dims(shape):
     return [d if isinstance(d, (int, str)) else None for d in shape]
 
 
-def _lower_node(node: Node, low: OnnxLowerer) -> None:
-    schema = DIALECT_OPS.get(node.op)
+def _lower_node(node: Node, low: OnnxLowerer, registry: Registry = DIALECT_OPS) -> None:
+    schema = registry.get(node.op)
     if schema is None or schema.lower is None:
         raise ConversionBugError(
             f"node '{node.name}': op '{node.op}' has no lowering to standard ONNX"
         )
+    undeclared = sorted(set(node.attrs) - set(schema.attrs))
+    if registry is CORE_OPS and undeclared:  # a lowering honours the attributes it declares
+        raise UnsupportedOpError([NodeProblem(
+            node.name, node.op, f"attribute '{undeclared[0]}' is not one of core {node.op}'s, "
+            "so its lowering would ignore it", "lower")])
     low._prefix = node.name
     ins = [v.name if v is not None else None for v in node.inputs]
     outs = [v.name for v in node.outputs]

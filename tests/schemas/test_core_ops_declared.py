@@ -11,7 +11,7 @@ from nhwc_onnx.schemas import CORE_OPS
 from nhwc_onnx.schemas.core import attr
 from nhwc_onnx.schemas.core.define import core_op, dtype_of_inputs, same_shape
 
-RULES = ("infer", "infer_dtype", "evaluate")  # the layout rule: tests/passes/test_layout_table.py
+RULES = ("infer", "infer_dtype", "evaluate", "lower")  # layout: tests/passes/test_layout_table.py
 
 
 @pytest.mark.parametrize("rule", RULES)

@@ -1,10 +1,11 @@
 """How a core op is declared, and the helpers its rules share.
 
 ``core_op`` registers one schema in ``CORE_OPS`` with everything the op means: ports,
-attributes with defaults, whether it is elementwise, shape inference, element-type rule and
-numpy evaluator. The three rules are required arguments, so an op cannot be declared without
-them. How the NCHW->NHWC pass moves the op (its layout rule, and the layout class that follows)
-is pass logic: it lives in ``passes/layout/table.py``, keyed by core op.
+attributes with defaults, whether it is elementwise, shape inference, element-type rule, numpy
+evaluator and its writing as standard ONNX (opset 17; helpers in ``lowering``). The four rules
+are required arguments, so an op cannot be declared without them. How the NCHW->NHWC pass
+moves the op (its layout rule, and the layout class that follows) is pass logic: it lives in
+``passes/layout/table.py``, keyed by core op.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...errors import InvalidAttributeError
-from ..base import CORE_OPS, Attr, AttrKind, InferContext, OpSchema, Port
+from ..base import CORE_OPS, Attr, AttrKind, InferContext, LowerFn, OpSchema, Port
 
 A = AttrKind
 ANY = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
@@ -29,7 +30,7 @@ Impl = Callable[[dict, list], "np.ndarray | list[np.ndarray]"]
 
 
 def core_op(name: str, doc: str, inputs, outputs=("Y",), attrs=None, dtypes=ANY, *,
-            infer, evaluate: Impl, dtype, elementwise: bool = False) -> OpSchema:
+            infer, evaluate: Impl, dtype, lower: LowerFn, elementwise: bool = False) -> OpSchema:
     """Register core op ``name``. ``inputs`` are port names, "X?" optional, "data*" variadic.
     ``elementwise``: each output element comes from the same-position (broadcast) elements."""
     ins = []
@@ -38,7 +39,7 @@ def core_op(name: str, doc: str, inputs, outputs=("Y",), attrs=None, dtypes=ANY,
                         variadic=spec.endswith("*"), dtypes=dtypes))
     outs = [Port(o, dtypes=dtypes) for o in outputs]
     schema = OpSchema(name, "core", doc, ins, outs, dict(attrs or {}), layout=None,
-                      infer=infer, infer_dtype=dtype, elementwise=elementwise)
+                      infer=infer, infer_dtype=dtype, lower=lower, elementwise=elementwise)
     schema.evaluate = _evaluator(schema, evaluate)
     return CORE_OPS.register(schema)
 

@@ -17,6 +17,7 @@ from .define import (
     numpy_function,
     same_shape,
 )
+from .lowering import as_onnx, core_attrs, scalar_like
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -51,11 +52,29 @@ _UNARY: dict[str, Callable] = {
     "Sign": numpy_function("sign"),
     "Not": numpy_function("logical_not"),
 }
+
+
+def _lower_rsqrt(node, L, inputs, outputs) -> None:
+    # Two float32 roundings (sqrt, then 1/x) where the evaluator rounds 1/sqrt once from
+    # float64: within 1 ulp of it.
+    L.op("Reciprocal", L.op("Sqrt", inputs), outputs=outputs)
+
+
+def _lower_square(node, L, inputs, outputs) -> None:
+    L.op("Mul", [inputs[0], inputs[0]], outputs=outputs)
+
+
+def _lower_identity(node, L, inputs, outputs) -> None:
+    L.op("Identity", inputs, outputs=outputs)  # Dropout at inference passes its input through
+
+
+_UNARY_LOWERINGS = {"Rsqrt": _lower_rsqrt, "Square": _lower_square, "Dropout": _lower_identity}
 for _name, _fn in _UNARY.items():
     core_op(_name, f"Elementwise {_name} (ONNX semantics; Rsqrt = 1/sqrt, Square = x*x; Dropout "
             "and Identity pass their input through at inference).", ["X"],
             infer=same_shape, dtype=dtype_bool if _name == "Not" else dtype_of_inputs,
-            evaluate=_unary(_fn), elementwise=True)
+            evaluate=_unary(_fn), lower=_UNARY_LOWERINGS.get(_name, as_onnx()),
+            elementwise=True)
 
 
 def _elu(attrs, xs):
@@ -82,16 +101,25 @@ def _clip(attrs, xs):
     return y.astype(xs[0].dtype)
 
 
+def _lower_clip(node, L, inputs, outputs) -> None:
+    attrs = core_attrs(node)
+    bounds = [None if attrs.get(name) is None else scalar_like(L, node, 0, attrs[name], name)
+              for name in ("min", "max")]
+    L.op("Clip", [inputs[0], *bounds], outputs=outputs)
+
+
 _ELEMENTWISE: dict[str, Any] = {"infer": same_shape, "dtype": dtype_of_inputs, "elementwise": True}
 core_op("Elu", "Elementwise ELU.", ["X"], attrs={"alpha": Attr(A.FLOAT, default=1.0)},
-        evaluate=_elu, **_ELEMENTWISE)
+        evaluate=_elu, lower=as_onnx("alpha"), **_ELEMENTWISE)
 core_op("LeakyRelu", "Elementwise leaky ReLU.", ["X"],
-        attrs={"alpha": Attr(A.FLOAT, default=0.01)}, evaluate=_leaky, **_ELEMENTWISE)
+        attrs={"alpha": Attr(A.FLOAT, default=0.01)}, evaluate=_leaky, lower=as_onnx("alpha"),
+        **_ELEMENTWISE)
 core_op("HardSigmoid", "max(0, min(1, alpha*x + beta)).", ["X"],
         attrs={"alpha": Attr(A.FLOAT, default=0.2), "beta": Attr(A.FLOAT, default=0.5)},
-        evaluate=_hard_sigmoid, **_ELEMENTWISE)
+        evaluate=_hard_sigmoid, lower=as_onnx("alpha", "beta"), **_ELEMENTWISE)
 core_op("Clip", "min(max(x, min), max); an absent bound is unbounded.", ["X"],
-        attrs={"min": Attr(A.FLOAT), "max": Attr(A.FLOAT)}, evaluate=_clip, **_ELEMENTWISE)
+        attrs={"min": Attr(A.FLOAT), "max": Attr(A.FLOAT)}, evaluate=_clip, lower=_lower_clip,
+        **_ELEMENTWISE)
 
 
 def _infer_prelu(ctx):
@@ -108,7 +136,7 @@ def _prelu(attrs, xs):
 
 core_op("PRelu", "x if x >= 0 else slope*x, slope broadcast to X (unidirectional).",
         ["X", "slope"], infer=_infer_prelu, dtype=dtype_of_inputs, evaluate=_prelu,
-        elementwise=True)
+        lower=as_onnx(), elementwise=True)
 
 
 # -- binary and variadic (numpy broadcasting) -----------------------------------------------------
@@ -148,10 +176,16 @@ def _binary(name: str, fn: Callable):
     return lambda attrs, xs: np.asarray(fn(xs[0], xs[1])).astype(np.result_type(xs[0], xs[1]))
 
 
+def _lower_squared_difference(node, L, inputs, outputs) -> None:
+    (difference,) = L.op("Sub", inputs)
+    L.op("Mul", [difference, difference], outputs=outputs)  # the evaluator's two roundings
+
+
 for _name, _fn in _BINARY.items():
     core_op(_name, f"Elementwise {_name} with numpy broadcasting.", ["A", "B"], outputs=("C",),
             infer=_infer_broadcast, dtype=dtype_bool if _name in _BOOL_RESULT else dtype_of_inputs,
-            evaluate=_binary(_name, _fn), elementwise=True)
+            evaluate=_binary(_name, _fn), elementwise=True,
+            lower=_lower_squared_difference if _name == "SquaredDifference" else as_onnx())
 
 
 def _sum(attrs, xs):
@@ -162,9 +196,10 @@ def _sum(attrs, xs):
 
 
 core_op("Sum", "Elementwise variadic Sum with numpy broadcasting.", ["data*"],
-        infer=_infer_broadcast, dtype=dtype_of_inputs, evaluate=_sum, elementwise=True)
+        infer=_infer_broadcast, dtype=dtype_of_inputs, evaluate=_sum, lower=as_onnx(),
+        elementwise=True)
 core_op("Mean", "Elementwise variadic Mean with numpy broadcasting.", ["data*"],
-        infer=_infer_broadcast, dtype=dtype_of_inputs, elementwise=True,
+        infer=_infer_broadcast, dtype=dtype_of_inputs, elementwise=True, lower=as_onnx(),
         evaluate=lambda attrs, xs: (_sum(attrs, xs) / len(xs)).astype(xs[0].dtype))
 
 
@@ -173,7 +208,7 @@ def _dtype_where(node, in_dtypes: list) -> list:
 
 
 core_op("Where", "numpy.where(condition, X, Y).", ["condition", "X", "Y"],
-        infer=_infer_broadcast, dtype=_dtype_where, elementwise=True,
+        infer=_infer_broadcast, dtype=_dtype_where, elementwise=True, lower=as_onnx(),
         evaluate=lambda attrs, xs: np.where(xs[0], xs[1], xs[2]))
 
 
@@ -203,7 +238,7 @@ def _matmul(attrs, xs):
 
 
 core_op("MatMul", "numpy.matmul.", ["A", "B"], infer=_infer_matmul, dtype=dtype_of_inputs,
-        evaluate=_matmul)
+        evaluate=_matmul, lower=as_onnx())
 
 
 def _infer_gemm(ctx):
@@ -242,4 +277,5 @@ core_op("Gemm", "alpha * A' . B' + beta * C (ONNX Gemm).", ["A", "B", "C?"], att
     "alpha": Attr(A.FLOAT, default=1.0), "beta": Attr(A.FLOAT, default=1.0),
     "transA": Attr(A.INT, default=0, allowed=(0, 1)),
     "transB": Attr(A.INT, default=0, allowed=(0, 1))},
-    infer=_infer_gemm, dtype=dtype_of_inputs, evaluate=_gemm)
+    infer=_infer_gemm, dtype=dtype_of_inputs, evaluate=_gemm,
+    lower=as_onnx("alpha", "beta", "transA", "transB"))

@@ -17,12 +17,13 @@ from .define import (
     infer_axis,
     same_shape,
 )
+from .lowering import as_int64, as_onnx, core_attrs, int64
 
 core_op("Shape", "The input's shape as int64.", ["X"],
-        infer=lambda ctx: [(len(ctx.shape(0)),)], dtype=dtype_int64,
+        infer=lambda ctx: [(len(ctx.shape(0)),)], dtype=dtype_int64, lower=as_onnx(),
         evaluate=lambda attrs, xs: np.asarray(xs[0].shape, dtype=np.int64))
 core_op("Size", "The input's element count as int64.", ["X"],
-        infer=lambda ctx: [()], dtype=dtype_int64,
+        infer=lambda ctx: [()], dtype=dtype_int64, lower=as_onnx(),
         evaluate=lambda attrs, xs: np.asarray(xs[0].size, dtype=np.int64))
 
 
@@ -44,16 +45,24 @@ def _gather(attrs, xs):
 
 core_op("Gather", "numpy.take(data, indices, axis).", ["data", "indices"],
         attrs={"axis": Attr(A.INT, default=0)}, infer=_infer_gather, dtype=dtype_of_inputs,
-        evaluate=_gather)
+        evaluate=_gather, lower=as_onnx("axis"))
 
 
 def _dtype_cast(node, in_dtypes: list) -> list:
     return [str(np.dtype(node.attrs["to"]))] * len(node.outputs)
 
 
+def _lower_cast(node, L, inputs, outputs) -> None:
+    from onnx import helper  # only a lowering needs onnx
+
+    to = helper.np_dtype_to_tensor_dtype(np.dtype(core_attrs(node)["to"]))
+    L.op("Cast", inputs, outputs=outputs, to=int(to))
+
+
 core_op("Cast", "Convert element type to ``to`` (a numpy dtype name).", ["X"],
         attrs={"to": Attr(A.STRING, required=True)}, infer=same_shape, dtype=_dtype_cast,
-        elementwise=True, evaluate=lambda attrs, xs: xs[0].astype(np.dtype(attrs["to"])))
+        elementwise=True, evaluate=lambda attrs, xs: xs[0].astype(np.dtype(attrs["to"])),
+        lower=_lower_cast)
 
 
 def _infer_constant_of_shape(ctx):
@@ -81,9 +90,19 @@ def _constant_of_shape(attrs, xs):
     return np.full([int(d) for d in dims], value.reshape(-1)[0], dtype=value.dtype)
 
 
+def _lower_constant_of_shape(node, L, inputs, outputs) -> None:
+    from onnx import numpy_helper  # only a lowering needs onnx
+
+    value = core_attrs(node).get("value")
+    value = np.zeros(1, np.float32) if value is None else np.asarray(value)
+    fill = numpy_helper.from_array(value.reshape(-1)[:1])  # ONNX wants one element, 1-D
+    L.op("ConstantOfShape", [as_int64(L, node, 0, inputs[0])], outputs=outputs, value=fill)
+
+
 core_op("ConstantOfShape", "A tensor of the given shape filled with ``value``.", ["shape"],
         attrs={"value": Attr(A.TENSOR)}, infer=_infer_constant_of_shape,
-        dtype=_dtype_constant_of_shape, evaluate=_constant_of_shape)
+        dtype=_dtype_constant_of_shape, evaluate=_constant_of_shape,
+        lower=_lower_constant_of_shape)
 
 
 def _infer_range(ctx):
@@ -101,8 +120,16 @@ def _range(attrs, xs):
     return np.arange(start, limit, delta).astype(start.dtype)  # type: ignore[call-overload]
 
 
+def _lower_range(node, L, inputs, outputs) -> None:
+    # ONNX Range takes 0-d tensors; the evaluator reads any one-element tensor
+    scalars = [name if node.inputs[i].shape == () else
+               L.op("Reshape", [name, int64(L, [], "scalar")])[0]
+               for i, name in enumerate(inputs)]
+    L.op("Range", scalars, outputs=outputs)
+
+
 core_op("Range", "numpy.arange(start, limit, delta).", ["start", "limit", "delta"],
-        infer=_infer_range, dtype=dtype_of_inputs, evaluate=_range)
+        infer=_infer_range, dtype=dtype_of_inputs, evaluate=_range, lower=_lower_range)
 
 
 def _infer_expand(ctx):
@@ -118,8 +145,14 @@ def _expand(attrs, xs):
     return np.array(np.broadcast_to(x, target))
 
 
+def _lower_with_int64_second(node, L, inputs, outputs) -> None:
+    """The ONNX op of the node's name, its second input (a shape, repeats) as int64."""
+    L.op(node.op, [inputs[0], as_int64(L, node, 1, inputs[1])], outputs=outputs)
+
+
 core_op("Expand", "Broadcast X to ``shape`` (numpy rules).", ["X", "shape"],
-        infer=_infer_expand, dtype=dtype_of_inputs, evaluate=_expand)
+        infer=_infer_expand, dtype=dtype_of_inputs, evaluate=_expand,
+        lower=_lower_with_int64_second)
 
 
 def _infer_tile(ctx):
@@ -132,5 +165,5 @@ def _infer_tile(ctx):
 
 
 core_op("Tile", "numpy.tile(X, repeats).", ["X", "repeats"], infer=_infer_tile,
-        dtype=dtype_of_inputs,
+        dtype=dtype_of_inputs, lower=_lower_with_int64_second,
         evaluate=lambda attrs, xs: np.tile(xs[0], [int(r) for r in xs[1]]))

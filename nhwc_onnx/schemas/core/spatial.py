@@ -9,6 +9,7 @@ import numpy as np
 
 from ...errors import InvalidAttributeError
 from ..base import Attr, InferContext, RuleError
+from . import spatial_lowering as lowering
 from . import spatial_math as sp
 from .define import AUTO_PAD, FORMAT, PADS, A, core_op, dtype_of_inputs, eval_axis, infer_axis
 
@@ -85,7 +86,7 @@ core_op(
     ["X", "W", "B?"],
     attrs={**_CONV_ATTRS,
            "weight_layout": Attr(A.STRING, default="OIHW", allowed=("OIHW", "HWIO"))},
-    infer=_infer_conv, dtype=dtype_of_inputs,
+    infer=_infer_conv, dtype=dtype_of_inputs, lower=lowering.lower_conv,
     evaluate=lambda attrs, xs: sp.conv(attrs, xs[0], xs[1], xs[2] if len(xs) > 2 else None))
 
 
@@ -121,7 +122,7 @@ core_op(
            "output_padding": Attr(A.INTS, default=[0, 0]),
            "output_shape": Attr(A.INTS),
            "weight_layout": Attr(A.STRING, default="IOHW", allowed=("IOHW", "HWOI"))},
-    infer=_infer_conv_transpose, dtype=dtype_of_inputs,
+    infer=_infer_conv_transpose, dtype=dtype_of_inputs, lower=lowering.lower_conv_transpose,
     evaluate=lambda attrs, xs: sp.conv_transpose(attrs, xs[0], xs[1],
                                                  xs[2] if len(xs) > 2 else None))
 
@@ -155,18 +156,22 @@ def _infer_global_pool(ctx):
 core_op("MaxPool", "Max pooling; padded cells never win.", ["X"],
         attrs={**_POOL_ATTRS, "dilations": Attr(A.INTS, default=[1, 1])},
         infer=_infer_pool, dtype=dtype_of_inputs,
+        lower=lowering.pool_lowering("MaxPool", "dilations"),
         evaluate=lambda attrs, xs: sp.pool(attrs, xs[0], "max"))
 core_op("AveragePool", "Average pooling. count_include_pad=0: divide by the real cells in the "
         "window. count_include_pad=1: divide by the window clipped to the padded extent "
         "[-pad_begin, size + pad_end) (Caffe AVE, PyTorch, ONNX).", ["X"],
         attrs={**_POOL_ATTRS, "count_include_pad": Attr(A.INT, default=0, allowed=(0, 1))},
         infer=_infer_pool, dtype=dtype_of_inputs,
+        lower=lowering.pool_lowering("AveragePool", "count_include_pad"),
         evaluate=lambda attrs, xs: sp.pool(attrs, xs[0], "avg"))
 core_op("GlobalAveragePool", "Mean over H and W, keeping them as size 1.", ["X"],
         attrs={"data_format": FORMAT}, infer=_infer_global_pool, dtype=dtype_of_inputs,
+        lower=lowering.nchw_lowering(),
         evaluate=lambda attrs, xs: sp.global_pool(attrs, xs[0], "avg"))
 core_op("GlobalMaxPool", "Max over H and W, keeping them as size 1.", ["X"],
         attrs={"data_format": FORMAT}, infer=_infer_global_pool, dtype=dtype_of_inputs,
+        lower=lowering.nchw_lowering(),
         evaluate=lambda attrs, xs: sp.global_pool(attrs, xs[0], "max"))
 
 
@@ -199,7 +204,8 @@ def _eval_batchnorm(attrs, xs):
 core_op("BatchNormalization", "Inference batch norm: scale*(X-mean)/sqrt(var+epsilon)+B along "
         "``axis`` (the channel axis in the source layout).", ["X", "scale", "B", "mean", "var"],
         attrs={"epsilon": Attr(A.FLOAT, default=1e-5), "axis": Attr(A.INT, default=1)},
-        infer=_infer_batchnorm, dtype=dtype_of_inputs, evaluate=_eval_batchnorm)
+        infer=_infer_batchnorm, dtype=dtype_of_inputs, evaluate=_eval_batchnorm,
+        lower=lowering.lower_batchnorm)
 
 
 # -- Resize, depth/space ---------------------------------------------------------------------------
@@ -221,7 +227,7 @@ core_op("Resize", "ONNX Resize-13 on the given axes: exactly one of scales (per 
                 "tf_half_pixel_for_nn")),
             "nearest_mode": Attr(A.STRING, default="round_prefer_floor", allowed=(
                 "round_prefer_floor", "round_prefer_ceil", "floor", "ceil")),
-        }, infer=_infer_resize, dtype=dtype_of_inputs,
+        }, infer=_infer_resize, dtype=dtype_of_inputs, lower=lowering.lower_resize,
         evaluate=lambda attrs, xs: sp.resize(attrs, xs[0]))
 
 
@@ -244,10 +250,12 @@ def _infer_depth_space(ctx):
 core_op("SpaceToDepth", "out channel index (bi*bs + bj)*C + c, as both TF and ONNX define it.",
         ["X"], attrs={"blocksize": Attr(A.INT, required=True), "data_format": FORMAT},
         infer=_infer_depth_space, dtype=dtype_of_inputs,
+        lower=lowering.nchw_lowering("blocksize"),
         evaluate=lambda attrs, xs: sp.space_to_depth(attrs, xs[0]))
 core_op("DepthToSpace", "ONNX DepthToSpace; TensorFlow's is mode DCR.", ["X"],
         attrs={"blocksize": Attr(A.INT, required=True),
                "mode": Attr(A.STRING, default="DCR", allowed=("DCR", "CRD")),
                "data_format": FORMAT},
         infer=_infer_depth_space, dtype=dtype_of_inputs,
+        lower=lowering.nchw_lowering("blocksize", "mode"),
         evaluate=lambda attrs, xs: sp.depth_to_space(attrs, xs[0]))

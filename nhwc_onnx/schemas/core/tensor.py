@@ -19,6 +19,7 @@ from .define import (
     numpy_function,
     prod,
 )
+from .lowering import as_int64, as_onnx, core_attrs, int64, known, refuse, scalar_like
 
 _MOVES: dict[str, Any] = {"dtype": dtype_of_inputs}
 
@@ -43,7 +44,8 @@ def _flatten(attrs, xs):
 
 
 core_op("Flatten", "ONNX Flatten: 2-D (prod(dims[:axis]), prod(dims[axis:])).", ["X"],
-        attrs={"axis": Attr(A.INT, default=1)}, infer=_infer_flatten, evaluate=_flatten, **_MOVES)
+        attrs={"axis": Attr(A.INT, default=1)}, infer=_infer_flatten, evaluate=_flatten,
+        lower=as_onnx("axis"), **_MOVES)
 
 
 def _infer_reshape(ctx):
@@ -107,12 +109,18 @@ def reshape_target(in_shape, shape, allowzero: int) -> list[int]:
     return dims
 
 
+def _lower_reshape(node, L, inputs, outputs) -> None:
+    L.op("Reshape", [inputs[0], as_int64(L, node, 1, inputs[1])], outputs=outputs,
+         allowzero=int(core_attrs(node)["allowzero"]))
+
+
 core_op("Reshape", "ONNX Reshape (0 copies the input dim unless allowzero, one -1 inferred). "
         "``shape`` is an int64 tensor, constant once folded.", ["X", "shape"],
         attrs={"allowzero": Attr(A.INT, default=0, allowed=(0, 1))},
         infer=_infer_reshape,
         evaluate=lambda attrs, xs: xs[0].reshape(
-            reshape_target(xs[0].shape, xs[1], attrs["allowzero"])), **_MOVES)
+            reshape_target(xs[0].shape, xs[1], attrs["allowzero"])), lower=_lower_reshape,
+        **_MOVES)
 
 
 # -- Squeeze, Unsqueeze, Transpose ----------------------------------------------------------------
@@ -134,9 +142,14 @@ def _squeeze(attrs, xs):
     return np.squeeze(x, axis=axes)
 
 
+def _lower_axes_input(node, L, inputs, outputs) -> None:
+    """The ONNX op of the node's name, ``axes`` as its second input (opset 13 and later)."""
+    L.op(node.op, [inputs[0], int64(L, core_attrs(node)["axes"], "axes")], outputs=outputs)
+
+
 core_op("Squeeze", "Remove the listed size-1 axes.", ["X"],
         attrs={"axes": Attr(A.INTS, required=True)}, infer=_infer_squeeze, evaluate=_squeeze,
-        **_MOVES)
+        lower=_lower_axes_input, **_MOVES)
 
 
 def _infer_unsqueeze(ctx):
@@ -158,7 +171,7 @@ def _unsqueeze(attrs, xs):
 
 core_op("Unsqueeze", "Insert size-1 axes at the listed output positions.", ["X"],
         attrs={"axes": Attr(A.INTS, required=True)}, infer=_infer_unsqueeze,
-        evaluate=_unsqueeze, **_MOVES)
+        evaluate=_unsqueeze, lower=_lower_axes_input, **_MOVES)
 
 
 def _infer_transpose(ctx):
@@ -177,7 +190,7 @@ def _transpose(attrs, xs):
 
 core_op("Transpose", "numpy.transpose(X, perm).", ["X"], attrs={"perm": Attr(A.INTS)},
         infer=_infer_transpose,
-        evaluate=_transpose, **_MOVES)
+        evaluate=_transpose, lower=as_onnx("perm"), **_MOVES)
 
 
 # -- Concat, Split, Slice, Pad --------------------------------------------------------------------
@@ -203,7 +216,7 @@ def _infer_concat(ctx):
 core_op("Concat", "Concatenate along ``axis``.", ["inputs*"],
         attrs={"axis": Attr(A.INT, required=True)}, infer=_infer_concat,
         evaluate=lambda attrs, xs: np.concatenate(xs, axis=eval_axis(attrs["axis"], xs[0].ndim)),
-        **_MOVES)
+        lower=as_onnx("axis"), **_MOVES)
 
 
 def _infer_split(ctx):
@@ -226,11 +239,17 @@ def _split(attrs, xs):
     return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
 
 
+def _lower_split(node, L, inputs, outputs) -> None:
+    attrs = core_attrs(node)
+    L.op("Split", [inputs[0], int64(L, attrs["split"], "split")], outputs=outputs,
+         axis=int(attrs["axis"]))
+
+
 core_op("Split", "Split along ``axis`` into pieces of the listed sizes (one output each).", ["X"],
         outputs=("outputs",), attrs={"axis": Attr(A.INT, default=0),
                                       "split": Attr(A.INTS, required=True)},
         infer=_infer_split,
-        evaluate=_split, **_MOVES)
+        evaluate=_split, lower=_lower_split, **_MOVES)
 
 
 def slice_bounds(dim: int, start: int, end: int, step: int) -> tuple[int, int | None]:
@@ -280,10 +299,18 @@ def _infer_slice(ctx):
     return [tuple(shape)]
 
 
+def _lower_slice(node, L, inputs, outputs) -> None:
+    attrs = core_attrs(node)
+    given = [None if attrs.get(name) is None else int64(L, attrs[name], name)
+             for name in ("starts", "ends", "axes", "steps")]
+    L.op("Slice", [inputs[0], *given], outputs=outputs)
+
+
 core_op("Slice", "ONNX Slice-13 with constant starts/ends/axes/steps (clamped like numpy).", ["X"],
         attrs={"starts": Attr(A.INTS, required=True), "ends": Attr(A.INTS, required=True),
                "axes": Attr(A.INTS), "steps": Attr(A.INTS)}, infer=_infer_slice,
-        evaluate=lambda attrs, xs: xs[0][slice_index(xs[0].shape, attrs)], **_MOVES)
+        evaluate=lambda attrs, xs: xs[0][slice_index(xs[0].shape, attrs)], lower=_lower_slice,
+        **_MOVES)
 
 
 def _infer_pad(ctx):
@@ -311,12 +338,70 @@ def _pad(attrs, xs):
     return np.pad(x, widths, mode=mode if mode in ("reflect", "symmetric") else "edge")
 
 
+_PAST_BEGIN = -(1 << 63)  # a Slice end before the first element (a backward slice's end)
+
+
+def lower_pad(node, L, inputs, outputs) -> None:
+    """Crops (negative pads) first, as the evaluator does, then the positive widths: ONNX Pad
+    for constant, reflect and edge; symmetric (no ONNX mode) as mirrored Slices concatenated
+    on each axis in turn, as numpy pads axis by axis."""
+    attrs = core_attrs(node)
+    pads, mode = [int(p) for p in attrs["pads"]], attrs["mode"]
+    rank = len(pads) // 2
+    begin, end = pads[:rank], pads[rank:]
+    x = inputs[0]
+    if any(p < 0 for p in pads):
+        x = L.op("Slice", [x, int64(L, [max(-b, 0) for b in begin], "starts"),
+                           int64(L, [e if e < 0 else (1 << 63) - 1 for e in end], "ends")])[0]
+    widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    _check_mirror_widths(node, mode, pads)
+    if mode != "symmetric":
+        value = scalar_like(L, node, 0, attrs["value"], "value") if mode == "constant" else None
+        L.op("Pad", [x, int64(L, [b for b, _ in widths] + [e for _, e in widths], "pads"),
+                     value], outputs=outputs, mode=mode)
+        return
+    for axis, (b, e) in enumerate(widths):
+        if not (b or e):
+            continue
+        axes = int64(L, [axis], "axis")
+        step = int64(L, [-1], "backward")
+        parts = [x]
+        if b:  # the first b elements, last one first
+            parts.insert(0, L.op("Slice", [x, int64(L, [b - 1], "start"),
+                                           int64(L, [_PAST_BEGIN], "end"), axes, step])[0])
+        if e:  # the last e elements, last one first
+            parts.append(L.op("Slice", [x, int64(L, [-1], "start"), int64(L, [-e - 1], "end"),
+                                        axes, step])[0])
+        x = L.op("Concat", parts, axis=axis)[0]
+    L.op("Identity", [x], outputs=outputs)
+
+
+def _check_mirror_widths(node, mode: str, pads: list[int]) -> None:
+    """numpy mirrors a width beyond one reflection of the axis again and again; ONNX's
+    reflect (and the symmetric Slices) mirror once: refuse what one mirror cannot give."""
+    if mode not in ("reflect", "symmetric"):
+        return
+    shape, rank = node.inputs[0].shape, len(pads) // 2
+    for axis in range(rank):
+        begin, end = pads[axis], pads[axis + rank]
+        width = max(begin, end, 0)
+        if not width:
+            continue
+        dim = shape[axis] if shape is not None and axis < len(shape) else None
+        cropped = None
+        if dim is not None and known(dim):
+            cropped = int(dim) - max(-begin, 0) - max(-end, 0)
+        if cropped is None or width > cropped - (mode == "reflect"):
+            refuse(node, "pads", f"{mode} padding of {width} on axis {axis} of size "
+                   f"{cropped if cropped is not None else 'unknown'} needs more than one mirror")
+
+
 core_op("Pad", "ONNX Pad: pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...] over all axes.",
         ["X"], attrs={"pads": Attr(A.INTS, required=True),
                       "mode": Attr(A.STRING, default="constant",
                                    allowed=("constant", "reflect", "edge", "symmetric")),
                       "value": Attr(A.FLOAT, default=0.0)},
-        infer=_infer_pad, evaluate=_pad, **_MOVES)
+        infer=_infer_pad, evaluate=_pad, lower=lower_pad, **_MOVES)
 
 
 # -- reductions, Softmax, ArgMax ------------------------------------------------------------------
@@ -343,6 +428,19 @@ def _reducer(fn):
     return reduce
 
 
+def _lower_reduce(node, L, inputs, outputs) -> None:
+    attrs = core_attrs(node)
+    axes, keepdims = attrs.get("axes"), int(attrs["keepdims"])
+    if axes is not None and not len(axes):
+        L.op("Identity", inputs, outputs=outputs)  # no axis: numpy reduces nothing, ONNX all
+    elif node.op == "ReduceSum":  # the one reduction whose axes are an input in opset 17
+        axes_input = None if axes is None else int64(L, axes, "axes")
+        L.op("ReduceSum", [inputs[0], axes_input], outputs=outputs, keepdims=keepdims)
+    else:
+        L.op(node.op, inputs, outputs=outputs, keepdims=keepdims,
+             axes=None if axes is None else [int(a) for a in axes])
+
+
 _REDUCE = {"ReduceMean": numpy_function("mean"), "ReduceMax": numpy_function("max"),
            "ReduceMin": numpy_function("min"), "ReduceSum": numpy_function("sum"),
            "ReduceProd": numpy_function("prod")}
@@ -350,7 +448,7 @@ for _name, _fn in _REDUCE.items():
     core_op(_name, f"{_name} over ``axes`` (all axes when absent).", ["X"],
             attrs={"axes": Attr(A.INTS), "keepdims": Attr(A.INT, default=1, allowed=(0, 1))},
             infer=_infer_reduce,
-            evaluate=_reducer(_fn), **_MOVES)
+            evaluate=_reducer(_fn), lower=_lower_reduce, **_MOVES)
 
 
 def _infer_softmax(ctx):
@@ -373,7 +471,7 @@ for _name in ("Softmax", "LogSoftmax"):
     core_op(_name, f"{_name} along one axis (ONNX-13 semantics; frontends express older "
             "coerce-to-2-D forms with Flatten/Reshape).", ["X"],
             attrs={"axis": Attr(A.INT, default=-1)}, infer=_infer_softmax,
-            evaluate=_softmax(_name == "LogSoftmax"), **_MOVES)
+            evaluate=_softmax(_name == "LogSoftmax"), lower=as_onnx("axis"), **_MOVES)
 
 
 def _infer_argmax(ctx):
@@ -392,4 +490,5 @@ def _argmax(attrs, xs):
 
 core_op("ArgMax", "Index of the maximum along ``axis`` (int64).", ["X"],
         attrs={"axis": Attr(A.INT, default=0), "keepdims": Attr(A.INT, default=1)},
-        infer=_infer_argmax, dtype=dtype_int64, evaluate=_argmax)
+        infer=_infer_argmax, dtype=dtype_int64, evaluate=_argmax,
+        lower=as_onnx("axis", "keepdims"))
