@@ -48,6 +48,7 @@ class Pipeline:
     domain: str = "nhwc"
     weights_as_constants: bool = False
     folder: Path | None = None  # where it was saved or loaded from
+    options: ConvertOptions | None = None  # what it was converted with (split), for verify
     sessions: dict = field(default_factory=dict, repr=False, compare=False)  # run.py's
 
     @property
@@ -108,10 +109,12 @@ class Pipeline:
         return run_pipeline(self, feeds, extra_outputs)
 
     def verify(self, source, options: ConvertOptions | None = None, **settings):
-        """Compare with ``source`` in its own runtime (see ``pipeline.verify``)."""
+        """Compare with ``source`` in its own runtime (see ``pipeline.verify``); ``options``
+        default to those the pipeline was converted with (a Caffe source's weights ...)."""
         from .verify import verify_pipeline
 
-        return verify_pipeline(source, self, options or ConvertOptions(), **settings)
+        return verify_pipeline(source, self, options or self.options or ConvertOptions(),
+                               **settings)
 
     def costs(self) -> dict:
         """MACs and parameter bytes per segment and in all, the share of MACs in dialect
@@ -225,6 +228,7 @@ def split(source, framework, options: ConvertOptions, convert) -> Pipeline:
     else:
         pipeline = whole(model, report, source)
     pipeline.domain = options.domain
+    pipeline.options = options
     pipeline.weights_as_constants = options.weights_as_constants
     pipeline.report["seconds"] = time.perf_counter() - t0
     return pipeline

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import frameworks
 from ..errors import NodeProblem, UnsupportedOpError
-from ..ir import Model
+from ..ir import NCHW, Model
 from ..ir.input_shapes import PROBES, probing
 from ..ir.io_names import name_graph_io
 from ..options import ConvertOptions
@@ -40,8 +40,10 @@ def split_through_core(source, framework, options: ConvertOptions, convert, *, s
     """The pipeline of a refused TF/Caffe ``source``. ``convert(options, path)`` converts the
     ONNX file ``path``; ``split_onnx(path, options, refusal, convert)`` splits it and
     ``whole(model, report, source)`` is the pipeline of a model converted whole."""
-    proto, source_names = core_as_onnx(source, framework, options)
-    onnx_options = as_onnx_options(options)
+    proto, source_names, channels_last = core_as_onnx(source, framework, options)
+    # a TF source's images are NHWC already: the ONNX route must not take them for NCHW
+    onnx_options = as_onnx_options(options).replace(
+        keep_layout=tuple(dict.fromkeys([*options.keep_layout, *channels_last])))
     with tempfile.TemporaryDirectory(prefix="nhwc-onnx-split-") as folder:
         path = Path(folder) / INTERMEDIATE
         _save(proto, path)
@@ -81,7 +83,7 @@ def estimate(source, framework, options: ConvertOptions, refusal: UnsupportedOpE
     on its core ops written as ONNX; the refusals name core nodes)."""
     from .partition import estimate as estimate_onnx
 
-    proto, _ = core_as_onnx(source, framework, options)
+    proto, _, _ = core_as_onnx(source, framework, options)
     return estimate_onnx(proto, as_onnx_options(options), refusal)
 
 
@@ -90,7 +92,7 @@ def source_costs(source, framework, options: ConvertOptions) -> tuple[int, int]:
     ops, counted as those of an ONNX source)."""
     from .source import read_source
 
-    proto, _ = core_as_onnx(source, framework, options)
+    proto, _, _ = core_as_onnx(source, framework, options)
     read = read_source(proto, as_onnx_options(options))
     return (sum(read.macs(i) for i in range(len(read.order))) // read.samples_per_run(),
             int(sum(a.nbytes for a in read.consts.values())))
@@ -98,7 +100,9 @@ def source_costs(source, framework, options: ConvertOptions) -> tuple[int, int]:
 
 def core_as_onnx(source, framework, options: ConvertOptions):
     """The source's core graph as a standard ONNX ModelProto (a symbolic batch kept open),
-    and its graph inputs' and outputs' source names (ONNX name -> source name)."""
+    its graph inputs' and outputs' source names (ONNX name -> source name), and those of its
+    maps that are not channels-first (a TF source's NHWC images: kept as they are, as a plain
+    conversion keeps them)."""
     from ..runtime.standard_onnx import lower_core_model
 
     first = _core_model(source, framework, probing(options))
@@ -106,9 +110,11 @@ def core_as_onnx(source, framework, options: ConvertOptions):
                if "batch_symbol" in v.meta}
     names = {v.name: str(v.meta.get("source_name", v.name))
              for v in first.graph.inputs + first.graph.outputs}
+    channels_last = [v.name for v in first.graph.inputs + first.graph.outputs
+                     if v.shape is not None and len(v.shape) >= 3 and v.layout != NCHW]
     proto = lower_core_model(first)
     if not symbols:
-        return proto, names
+        return proto, names, channels_last
     second = _core_model(source, framework, options.running(batch_probe=PROBES[1]))
     both = {(p.node, p.op) for p in second.batch_findings}
     computed = [p for p in first.batch_findings if (p.node, p.op) in both]
@@ -117,7 +123,7 @@ def core_as_onnx(source, framework, options: ConvertOptions):
                                  hint="the source's batch is symbolic: no number may depend "
                                  "on the batch's size")
     generalize_batch(proto, lower_core_model(second), symbols, framework.name)
-    return proto, names
+    return proto, names, channels_last
 
 
 def _core_model(source, framework, options: ConvertOptions) -> Model:

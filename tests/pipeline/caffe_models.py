@@ -31,9 +31,10 @@ def _head(bottom: str, classes: int, top: str = "logits") -> str:
             f'inner_product_param {{ num_output: {classes} }} }}\n')
 
 
-def _lrn(name: str, bottom: str, size: int, k: float) -> str:
+def _lrn(name: str, bottom: str, size: int) -> str:
+    # k left at 1: OpenCV, the oracle, reads no k from lrn_param
     return (f'layer {{ name: "{name}" type: "LRN" bottom: "{bottom}" top: "{name}" '
-            f'lrn_param {{ local_size: {size} alpha: 0.0001 beta: 0.75 k: {k} }} }}\n')
+            f'lrn_param {{ local_size: {size} alpha: 0.0001 beta: 0.75 }} }}\n')
 
 
 def write(folder: Path, prototxt: str, name: str) -> tuple[Path, Path]:
@@ -46,11 +47,11 @@ def write(folder: Path, prototxt: str, name: str) -> tuple[Path, Path]:
 def lrn_net(folder: Path, shape=(N, C, H, W)) -> tuple[Path, Path]:
     """An AlexNet-style net: conv, relu, LRN, pool, conv, relu, LRN, a head, softmax."""
     text = (_input(shape=shape) + _conv("conv1", "data", 8) + _relu("relu1", "conv1")
-            + _lrn("norm1", "conv1", 5, 1.0)
+            + _lrn("norm1", "conv1", 5)
             + 'layer { name: "pool1" type: "Pooling" bottom: "norm1" top: "pool1" '
               'pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n'
             + _conv("conv2", "pool1", 12) + _relu("relu2", "conv2")
-            + _lrn("norm2", "conv2", 3, 2.0) + _head("norm2", 6, "scores")
+            + _lrn("norm2", "conv2", 3) + _head("norm2", 6, "scores")
             + 'layer { name: "prob" type: "Softmax" bottom: "scores" top: "prob" }\n')
     return write(folder, text, "lrn_net")
 

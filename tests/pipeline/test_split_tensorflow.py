@@ -41,6 +41,7 @@ def assert_matches_tensorflow(folder, source, batch: int | None = None) -> None:
 
 
 def split_cli(tmp_path, build, *extra):
+    tmp_path.mkdir(exist_ok=True)
     source = build(tmp_path / "model.pb")
     out = tmp_path / "model_split"
     result = run_cli("convert", source, "--split", "-o", out, *extra)
@@ -75,14 +76,13 @@ def test_l2_normalised_embedder_splits_into_a_dialect_body_and_a_standard_tail(t
     assert_matches_tensorflow(out, source)
 
 
-@pytest.mark.parametrize("build,segments", [(models.vit_block, 5), (models.convnext_block, 3)],
+@pytest.mark.parametrize("build", [models.vit_block, models.convnext_block],
                          ids=["vit", "convnext"])
-def test_transformer_style_blocks_alternate_dialect_and_standard_segments(tmp_path, build,
-                                                                          segments):
+def test_transformer_style_blocks_alternate_dialect_and_standard_segments(tmp_path, build):
+    """Each LayerNorm's Rsqrt and the GELU's Erf run standard, the Dense layers between them
+    in the dialect: seven alternating segments."""
     source, out, manifest, _ = split_cli(tmp_path, build)
-    found = kinds(manifest)
-    assert len(found) >= segments and found[0] == "dialect"
-    assert all(a != b for a, b in zip(found, found[1:]))  # never two of a kind in a row
+    assert kinds(manifest) == ["dialect", "onnx"] * 3 + ["dialect"]
     assert "Erf" in standard_ops(out, manifest)
     assert_matches_tensorflow(out, source)
 
