@@ -154,3 +154,48 @@ def test_node_without_a_converter_is_still_refused_with_split(tmp_path):
     assert result.exit_code == 1
     assert "(NextIteration): TensorFlow 1 while loops are not supported" in result.stderr
     assert not out.exists()
+
+
+def test_reshape_target_computed_from_a_symbolic_batch_is_computed_at_run_time(tmp_path):
+    """The Flatten's [N, -1] folds to [11, -1] at the first probe and [13, -1] at the
+    second: the standard form computes N from the input, so the pipeline keeps the batch."""
+    source, out, manifest, result = split_cli(tmp_path, models.flatten_then_refused,
+                                              "--verify")
+    assert kinds(manifest) == ["dialect", "onnx"]
+    assert isinstance(manifest["inputs"][0]["shape"][0], str)
+    assert "verification: MATCH" in result.stdout
+    for batch in (1, 3, 7):
+        assert_matches_tensorflow(out, source, batch)
+
+
+def test_batch_arithmetic_the_frontend_keeps_as_ops_runs_in_the_standard_segment(tmp_path):
+    """x * min(N, 5): the frontend writes Shape, Slice and Minimum as ops (nothing folds), so
+    the standard segment computes min(N, 5) at run time: exact at every batch."""
+    source, out, manifest, _ = split_cli(
+        tmp_path, lambda p: models.flatten_then_refused(p, lambda n: _tf().minimum(n, 5)))
+    assert kinds(manifest) == ["dialect", "onnx"]
+    assert {"Shape", "Min"} <= standard_ops(out, manifest)
+    for batch in (1, 3, 7):
+        assert_matches_tensorflow(out, source, batch)
+
+
+def test_number_that_is_no_straight_line_of_the_batch_is_refused_with_the_remedy(tmp_path):
+    """A slice bound of min(N, 5) must be a constant: it is 5 at both probe sizes, the
+    frontend finds it while it folds, and the split refuses it naming the node, as a plain
+    conversion does; --batch 3 splits."""
+    source = models.flatten_then_refused(tmp_path / "model.pb",
+                                         slice_by=lambda n: _tf().minimum(n, 5))
+    result = run_cli("convert", source, "--split", "-o", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    assert "strided_slice" in result.stderr and "--batch" in result.stderr
+    assert not (tmp_path / "out").exists()
+    fixed = run_cli("convert", source, "--split", "--batch", "3", "-o", tmp_path / "fixed",
+                    "--verify")
+    assert fixed.exit_code == 0, fixed.output
+    assert "verification: MATCH" in fixed.stdout
+
+
+def _tf():
+    import tensorflow
+
+    return tensorflow

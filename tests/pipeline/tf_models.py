@@ -193,3 +193,25 @@ def whole_net(path: Path) -> Path:
         return _dense(tf.reduce_mean(x, axis=[1, 2]), w, 8, 4)
 
     return freeze(path, fn, [N, H, W, C])
+
+
+def flatten_then_refused(path: Path, batch_arithmetic=None, slice_by=None) -> Path:
+    """Convs, a Keras-style Flatten (Reshape to [shape(x)[0], -1]: a number computed from the
+    batch), a dense layer, then a refused Rsqrt; ``batch_arithmetic(n)`` scales the output
+    by a number computed from the batch's size at run time, ``slice_by(n)`` slices the
+    features up to such a number (a bound the frontend must take as a constant)."""
+    tf = _tf()
+    w = Weights(8)
+
+    def fn(image):
+        x = tf.nn.relu(_conv(image, w, C, 4, stride=2))  # N,5,5,4
+        flat = tf.reshape(x, tf.stack([tf.shape(x)[0], -1]))
+        y = tf.math.rsqrt(tf.abs(_dense(flat, w, 100, 6)) + 1.0)
+        n = tf.shape(image)[0]
+        if batch_arithmetic is not None:
+            y = y * tf.cast(batch_arithmetic(n), tf.float32)
+        if slice_by is not None:
+            y = y[:, :slice_by(n)]
+        return y
+
+    return freeze(path, fn, [None, H, W, C])
