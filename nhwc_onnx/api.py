@@ -132,13 +132,16 @@ def _dialect_costs(model: Model) -> dict[str, Any]:
 
 def _source_costs(path: Path, fw: frameworks.Framework, options: ConvertOptions
                   ) -> dict[str, Any]:
-    """The same of an ONNX source (its Conv, ConvTranspose, Gemm, MatMul, LSTM, GRU and RNN
-    nodes); nothing for other sources, or when the shapes cannot be read."""
-    if fw.name != "onnx":
-        return {}
+    """The same of a source (its Conv, ConvTranspose, Gemm, MatMul, LSTM, GRU and RNN nodes;
+    of a TF/Caffe source's core ops); nothing when the shapes cannot be read, or the
+    frontend refuses nodes."""
+    from .pipeline import through_core
     from .pipeline.source import read_source
 
     try:
+        if fw.name != "onnx":
+            macs, params = through_core.source_costs(path, fw, options)
+            return {"macs": macs, "parameter_bytes": params}
         source = read_source(str(path), options)
     except Exception:  # noqa: BLE001 - info describes the model without its costs then
         return {}

@@ -25,6 +25,7 @@ def check(settings: Settings, models: tuple[str, ...], fmt: str) -> None:
 
     files, unmatched = expand_model_paths([m for m in models if not _is_pipeline(m)])
     pipelines = [m for m in models if _is_pipeline(m)] + _pipelines_in(models)
+    pipelines = _each_once(pipelines + _pipelines_holding(files))
     if pipelines:  # a pipeline is checked as one (its standard segments are no dialect models)
         from ..pipeline.check import check_result
 
@@ -57,6 +58,39 @@ def _is_pipeline(path: str) -> bool:
     which a plain check never needs)."""
     return (os.path.isdir(path) and os.path.isfile(os.path.join(path, "pipeline.json"))) or (
         os.path.basename(path) == "pipeline.json" and os.path.isfile(path))
+
+
+def _each_once(pipelines: list[str]) -> list[str]:
+    """Each pipeline once, under the first name that reaches it (its folder or its json)."""
+    seen: set[str] = set()
+    unique = []
+    for p in pipelines:
+        key = os.path.realpath(p if os.path.isdir(p) else os.path.dirname(p))
+        if key not in seen:
+            seen.add(key)
+            unique.append(p)
+    return unique
+
+
+def _pipelines_holding(files: list[str]) -> list[str]:
+    """The folders of pipelines that list some of ``files`` as segments (a glob such as
+    'DIR/*.onnx' reaching into a pipeline): such a file is checked as its pipeline says, so
+    the pipeline is checked as one."""
+    found: list[str] = []
+    for folder in dict.fromkeys(os.path.dirname(f) or os.curdir for f in files):
+        if not _is_pipeline(folder):
+            continue
+        from ..errors import ModelLoadError
+        from ..pipeline.manifest import read_manifest
+
+        try:
+            listed = {seg.file for seg in read_manifest(folder).segments}
+        except ModelLoadError:
+            listed = set()
+        if any(os.path.basename(f) in listed for f in files
+               if (os.path.dirname(f) or os.curdir) == folder):
+            found.append(folder)
+    return found
 
 
 def _pipelines_in(models) -> list[str]:

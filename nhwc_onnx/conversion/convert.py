@@ -128,8 +128,9 @@ def _convert_split(source, output, options: ConvertOptions, before_write):
         output = Path(path_argument(output, "output", "the folder of the pipeline to write"))
         plan_targets([("pipeline folder", output / MANIFEST)], inputs)
 
-    def convert_part(part_options: ConvertOptions):
-        result = convert(src, options=part_options.replace(framework=fw.name))
+    def convert_part(part_options: ConvertOptions, path: Path = src):
+        result = convert(path, options=part_options.replace(
+            framework=part_options.framework if path != src else fw.name))
         return result.model, result.report
 
     pipeline = split_source(src, fw, options, convert_part)
@@ -325,14 +326,15 @@ def _attach_exact_cut(exc: UnsupportedOpError, src: Path, options: ConvertOption
 
 
 def _split_estimate(exc: UnsupportedOpError, src: Path, options: ConvertOptions) -> str:
-    """How ``--split`` would cut a refused ONNX source, in one line ('' for other sources, or
-    when the source cannot be read for it)."""
-    if options.framework != "onnx":
-        return ""
+    """How ``--split`` would cut a refused source, in one line ('' when the source cannot be
+    read for it, or the frontend itself refuses nodes: no split then)."""
+    from ..pipeline import through_core
     from ..pipeline.partition import estimate
 
     try:
-        return estimate(str(src), options, exc)
+        if options.framework == "onnx":
+            return estimate(str(src), options, exc)
+        return through_core.estimate(src, frameworks.get(str(options.framework)), options, exc)
     except Exception:  # noqa: BLE001 - the refusal stays the error, whatever happens here
         return ""
 

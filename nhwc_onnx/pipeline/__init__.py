@@ -48,6 +48,7 @@ class Pipeline:
     domain: str = "nhwc"
     weights_as_constants: bool = False
     folder: Path | None = None  # where it was saved or loaded from
+    options: ConvertOptions | None = None  # what it was converted with (split), for verify
     sessions: dict = field(default_factory=dict, repr=False, compare=False)  # run.py's
 
     @property
@@ -108,10 +109,12 @@ class Pipeline:
         return run_pipeline(self, feeds, extra_outputs)
 
     def verify(self, source, options: ConvertOptions | None = None, **settings):
-        """Compare with ``source`` in its own runtime (see ``pipeline.verify``)."""
+        """Compare with ``source`` in its own runtime (see ``pipeline.verify``); ``options``
+        default to those the pipeline was converted with (a Caffe source's weights ...)."""
         from .verify import verify_pipeline
 
-        return verify_pipeline(source, self, options or ConvertOptions(), **settings)
+        return verify_pipeline(source, self, options or self.options or ConvertOptions(),
+                               **settings)
 
     def costs(self) -> dict:
         """MACs and parameter bytes per segment and in all, the share of MACs in dialect
@@ -206,34 +209,43 @@ def load(path: str | os.PathLike) -> Pipeline:
 
 
 def split(source, framework, options: ConvertOptions, convert) -> Pipeline:
-    """Convert ``source`` as a pipeline. ``convert(options)`` converts it with other options
-    and returns ``(Model, report)`` (raising like ``api.convert``). A source that converts
-    whole is one dialect segment, the model plain ``convert`` writes."""
+    """Convert ``source`` as a pipeline. ``convert(options, path=source)`` converts it (or
+    the ONNX file ``path``) with other options and returns ``(Model, report)`` (raising like
+    ``api.convert``). A source that converts whole is one dialect segment, the model plain
+    ``convert`` writes. A refused TF or Caffe source is split through its core ops
+    (``through_core.py``)."""
     t0 = time.perf_counter()
     try:
         model, report = convert(options.replace(exact_cut=False))
     except UnsupportedOpError as refusal:
-        if framework.name != "onnx":
-            raise UnsupportedOpError(
-                refusal.problems, refusal.framework,
-                hint=(f"{refusal.hint}; " if refusal.hint else "")
-                + f"--split takes ONNX sources only so far, not {framework.name}") from None
-        pipeline = _split_onnx(source, options, refusal, convert)
-    else:
-        from .cost import dialect_costs
+        if framework.name == "onnx":
+            pipeline = _split_onnx(source, options, refusal, convert)
+        else:
+            from .through_core import split_through_core
 
-        macs, params = dialect_costs(model)
-        file = "00_dialect.onnx"
-        inputs = [_entry_of(v, model) for v in model.graph.inputs]
-        outputs = [_entry_of(v, model) for v in model.graph.outputs]
-        manifest = Manifest(inputs, outputs, [SegmentEntry(file, DIALECT, inputs, outputs,
-                                                           macs, params)],
-                            {"source": os.path.basename(str(source)), "notes": []})
-        pipeline = Pipeline(manifest, {file: model}, {"conversion": report.to_dict()})
+            pipeline = split_through_core(source, framework, options, convert,
+                                          split_onnx=_split_onnx, whole=whole)
+    else:
+        pipeline = whole(model, report, source)
     pipeline.domain = options.domain
+    pipeline.options = options
     pipeline.weights_as_constants = options.weights_as_constants
     pipeline.report["seconds"] = time.perf_counter() - t0
     return pipeline
+
+
+def whole(model, report, source) -> Pipeline:
+    """The pipeline of a model that converts whole: one dialect segment, that model."""
+    from .cost import dialect_costs
+
+    macs, params = dialect_costs(model)
+    file = "00_dialect.onnx"
+    inputs = [_entry_of(v, model) for v in model.graph.inputs]
+    outputs = [_entry_of(v, model) for v in model.graph.outputs]
+    manifest = Manifest(inputs, outputs, [SegmentEntry(file, DIALECT, inputs, outputs,
+                                                       macs, params)],
+                        {"source": os.path.basename(str(source)), "notes": []})
+    return Pipeline(manifest, {file: model}, {"conversion": report.to_dict()})
 
 
 def _entry_of(value, model) -> Entry:

@@ -108,7 +108,7 @@ def _boundaries(source: OnnxSource, segments: list[Planned]) -> None:
                        if o and (o in read_later or o in wanted)]
 
 
-def partition(source_path: str, options: ConvertOptions, refusal: UnsupportedOpError,
+def partition(source_path, options: ConvertOptions, refusal: UnsupportedOpError,
               convert_segment) -> Partition:
     """The partition of a source whose conversion ``refusal`` refused. ``convert_segment(
     options)`` converts the source with other options and returns the dialect Model (it
@@ -219,7 +219,7 @@ def _islands_note(source, kept: list[int]) -> str:
 ISLAND = "island"  # a note's placeholder: an island kept standard (said once, in the end)
 
 
-def estimate(source_path: str, options: ConvertOptions, refusal: UnsupportedOpError) -> str:
+def estimate(source_path, options: ConvertOptions, refusal: UnsupportedOpError) -> str:
     """One line: how ``--split`` would cut this refused source, from the refusals alone (no
     segment is converted, so a segment may still give up nodes): segments by kind and the
     share of MACs in dialect segments."""

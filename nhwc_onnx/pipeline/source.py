@@ -3,6 +3,7 @@ which tensors depend on a graph input, each tensor's shape and element type, and
 follow a symbolic batch."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,11 +107,12 @@ def _recurrent(source: OnnxSource, node) -> int:
     return int(x[0]) * int(x[1]) * int(w[0]) * int(w[1]) * (int(w[2]) + int(r[2]))
 
 
-def read_source(path: str, options: ConvertOptions, *, run_unknown: bool = False
+def read_source(path, options: ConvertOptions, *, run_unknown: bool = False
                 ) -> OnnxSource:
-    """The source as the partition reads it. ``run_unknown``: shapes ONNX's inference cannot
-    give (an op of another domain) come from onnxruntime running the source on zeros (the
-    split needs them at its boundaries; ``info`` and the refusal's estimate do without)."""
+    """The source (a path, or a ModelProto: a TF/Caffe source's core ops written as ONNX) as
+    the partition reads it. ``run_unknown``: shapes ONNX's inference cannot give (an op of
+    another domain) come from onnxruntime running the source on zeros (the split needs them
+    at its boundaries; ``info`` and the refusal's estimate do without)."""
     from onnx import numpy_helper
 
     from ..frontends.onnx.folding import ShapeFolder
@@ -118,7 +120,7 @@ def read_source(path: str, options: ConvertOptions, *, run_unknown: bool = False
     from ..frontends.onnx.structure import node_names, opset_versions, topological_order
     from ..frontends.onnx.topology import declared_type
 
-    proto = read_model(path)
+    proto = read_model(str(path)) if isinstance(path, (str, os.PathLike)) else path
     g = proto.graph
     full = topological_order(g)
     naming = node_names(full)

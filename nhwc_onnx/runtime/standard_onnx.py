@@ -34,6 +34,9 @@ class OnnxLowerer:
         self.initializers: list[onnx.TensorProto] = []
         self._counter = 0
         self._prefix = "lower"
+        # (name, outputs) of the source node being written whose standard node writing one of
+        # those outputs takes its name (core lowering: refusals then name the source's nodes)
+        self.naming: tuple[str, frozenset] | None = None
 
     def fresh(self, hint: str) -> str:
         self._counter += 1
@@ -49,7 +52,10 @@ class OnnxLowerer:
             outs = list(outputs)
         ins = ["" if i is None else i for i in inputs]
         attrs = {k: v for k, v in attrs.items() if v is not None}
-        self.nodes.append(helper.make_node(op_type, ins, outs, name=self.fresh(op_type), **attrs))
+        name = self.fresh(op_type)
+        if self.naming is not None and self.naming[1].intersection(outs):
+            name, self.naming = self.naming[0], None
+        self.nodes.append(helper.make_node(op_type, ins, outs, name=name, **attrs))
         return outs
 
     def const(self, array: np.ndarray, hint: str = "c") -> str:
@@ -240,6 +246,8 @@ def _lower_node(node: Node, low: OnnxLowerer) -> None:
     low._prefix = node.name
     ins = [v.name if v is not None else None for v in node.inputs]
     outs = [v.name for v in node.outputs]
+    if registry is CORE_OPS:
+        low.naming = (node.name, frozenset(outs))
     schema.lower(node, low, ins, outs)
 
 

@@ -38,6 +38,24 @@ def test_valid_pipeline_passes_check(split):
     assert re.fullmatch(rf"{re.escape(str(split))}: valid pipeline \(\d+ nodes\)\n", text)
 
 
+def test_glob_reaching_into_a_pipeline_checks_its_segments_as_the_pipeline_says(split):
+    """CI's `check 'out/*.onnx'` (a quoted glob, or the shell's expansion): a standard
+    segment is no dialect model, so the files of a pipeline are checked with it, as one."""
+    for args in ([f"{split}/*.onnx"], sorted(str(p) for p in split.glob("*.onnx")),
+                 [str(split / "01_onnx.onnx")]):
+        result = run_cli("check", *args)
+        assert result.exit_code == 0, result.output
+        assert result.stdout == f"{split}: valid pipeline (13 nodes)\n"
+
+    def relabel(data):
+        data["segments"][1]["kind"] = "dialect"
+
+    edit(split, relabel)
+    result = run_cli("check", f"{split}/*.onnx")
+    assert result.exit_code == 1
+    assert "INVALID pipeline" in result.stdout
+
+
 def test_folder_holding_a_pipeline_and_a_model_checks_the_pipeline_as_one(split, tmp_path):
     """CI's `check models/`: the pipeline's standard segments are no dialect models."""
     import shutil

@@ -439,14 +439,16 @@ def test_interrupted_save_keeps_the_earlier_pipeline_and_leaves_no_temp_folder(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.onnx", "b.onnx", "out"]
 
 
-def test_split_of_a_refused_caffe_net_is_refused_as_without_split(tmp_path):
+def test_caffe_preprocessing_that_a_standard_segment_would_compute_is_a_usage_error(tmp_path):
+    """--strict refuses the division by --std (it rounds differently), so the input and its
+    preprocessing would run standard: --mean and --std apply to dialect inputs only."""
     out = tmp_path / "out"
     result = run_cli("convert", REPO / "examples/caffe/tiny_net.prototxt", "--weights",
                      REPO / "examples/caffe/tiny_net.caffemodel", "--mean", "104,117,123",
                      "--std", "58,57,57", "--strict", "--split", "-o", out)
-    assert result.exit_code == 1
-    assert "cannot convert 1 node(s) exactly (Div x1)" in result.stderr
-    assert "--split takes ONNX sources only so far, not caffe" in result.stderr
+    assert result.exit_code == 2
+    assert ("'data' is read by a standard segment of the split: --mean, --std and "
+            "--reverse-channels apply to inputs only dialect segments read") in result.stderr
     assert not out.exists()
 
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from ...errors import InvalidModelError
 from ...ir import Value
+from ..lrn import channel_window_band
 from . import caffe_pb2 as pb
 from .builder import CaffeBuilder, canonical_axis, one_bottom, shape_of
 from .registry import REGISTRY
@@ -163,10 +164,7 @@ def convert_lrn(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
         scale, shift = float(p.alpha), 1.0  # Caffe's within-channel form has no k
     else:
         channels = shape[1]
-        band = np.zeros((channels, channels, 1, 1), np.float32)
-        lo, hi = (size - 1) // 2, size // 2
-        for c in range(channels):
-            band[c, max(0, c - lo):min(channels, c + hi + 1), 0, 0] = 1.0
+        band = channel_window_band(channels, (size - 1) // 2, size // 2)
         window = b.node(layer, "Conv", [squared, b.const(layer, band, "band")], {
             "kernel_shape": [1, 1], "strides": [1, 1], "dilations": [1, 1], "group": 1,
             "pads": [0, 0, 0, 0], "auto_pad": "NOTSET", "data_format": "NCHW",

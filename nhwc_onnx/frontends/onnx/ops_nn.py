@@ -5,6 +5,7 @@ import numpy as np
 import onnx
 
 from ...errors import InvalidAttributeError
+from ..lrn import channel_window_band
 from .context import NodeCtx, ints
 from .registry import REGISTRY
 
@@ -347,10 +348,8 @@ def lrn(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     beta = float(ctx.attr("beta", 0.75))
     bias = float(ctx.attr("bias", 1.0))
     channels = int(shape[1])
-    band = np.zeros((channels, channels, 1, 1), dtype=np.float32)
-    lo, hi = (size - 1) // 2, size // 2  # ONNX: floor((size-1)/2) before, ceil((size-1)/2) after
-    for c in range(channels):
-        band[c, max(0, c - lo):min(channels, c + hi + 1), 0, 0] = 1.0
+    # ONNX: floor((size-1)/2) channels before, ceil((size-1)/2) after
+    band = channel_window_band(channels, (size - 1) // 2, size // 2)
     x = ctx.require_input(0, "X")
     squared = ctx.emit("Mul", [x, x], outputs=1, suffix="square").output
     summed = ctx.emit("Conv", [squared, ctx.constant(band, "band")], {

@@ -7,6 +7,7 @@ import numpy as np
 
 from ...errors import InvalidModelError
 from ...ir import Value
+from ..lrn import channel_window_band
 from .context import Refusal, TFContext
 from .registry import REGISTRY
 from .tfnodes import TFNode
@@ -223,3 +224,33 @@ def convert_block_rearrange(ctx: TFContext, node: TFNode) -> list[Value]:
 def convert_softmax(ctx: TFContext, node: TFNode) -> list[Value]:
     """Softmax over the last axis."""
     return [ctx.emit1(node.op, [ctx.input(0)], {"axis": -1})]
+
+
+@REGISTRY.register("LRN", emits=("Mul", "Conv", "Add", "Pow", "Div"), converts="never",
+                   condition="x / (bias + alpha * window sum of x^2)^beta divides by a tensor "
+                             "computed at run time")
+def convert_lrn(ctx: TFContext, node: TFNode) -> list[Value]:
+    """Local response normalisation over the last axis (channels), as core ops: the sum of
+    squares over [c - depth_radius, c + depth_radius] is a 1x1 convolution with a banded
+    weight, then x / (bias + alpha * sum)^beta (TensorFlow does not divide alpha by the
+    window's size, ONNX and Caffe do)."""
+    shape = ctx.static_shape(0, "LRN's window over channels")
+    if len(shape) != 4:
+        raise InvalidModelError(f"LRN needs a 4-D input, found shape {list(shape)}")
+    radius = ctx.attrs.int("depth_radius", 5)
+    if radius < 0:
+        raise InvalidModelError(f"LRN's depth_radius {radius} is negative")
+    x = ctx.input(0)
+    squared = ctx.emit1("Mul", [x, x], suffix="square")
+    band = channel_window_band(int(shape[3]), radius, radius).transpose(2, 3, 1, 0)
+    summed = ctx.emit1("Conv", [squared, ctx.constant(band, "band")], {
+        "kernel_shape": [1, 1], "strides": [1, 1], "dilations": [1, 1], "group": 1,
+        "pads": [0, 0, 0, 0], "auto_pad": "NOTSET", "data_format": "NHWC",
+        "weight_layout": "HWIO"}, suffix="window_sum")
+    scaled = ctx.emit1("Mul", [summed, ctx.constant(
+        np.float32(ctx.attrs.float("alpha", 1.0)), "alpha")], suffix="scale")
+    shifted = ctx.emit1("Add", [scaled, ctx.constant(
+        np.float32(ctx.attrs.float("bias", 1.0)), "bias")], suffix="bias")
+    denom = ctx.emit1("Pow", [shifted, ctx.constant(
+        np.float32(ctx.attrs.float("beta", 0.5)), "beta")], suffix="pow")
+    return [ctx.emit1("Div", [x, denom])]

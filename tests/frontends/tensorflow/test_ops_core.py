@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.frontends.tensorflow.tf_helpers import check_core, rand, tf
+from tests.frontends.tensorflow.tf_helpers import check_core, freeze, rand, spec, tf
 
 X4 = (2, 7, 5, 3)
 
@@ -183,3 +183,29 @@ def test_erfc_is_one_minus_erf(tmp_path):
     t = tf()
     model = check_core(tmp_path, lambda x: t.math.erfc(x), {"x": rand(2, 7, 5, 3, low=-3, high=3)})
     assert {n.op for n in model.graph.nodes} - {"Identity"} == {"Erf", "Sub"}
+
+
+@pytest.mark.parametrize("radius,bias,alpha,beta", [(2, 1.0, 1e-2, 0.75), (0, 1.5, 1.0, 1.0),
+                                                    (9, 1.0, 0.1, 0.6)])
+def test_lrn_core_form_matches_tensorflow(tmp_path, radius, bias, alpha, beta):
+    """The banded 1x1 window sum: radius 9 is wider than the 7 channels (clipped at both
+    ends); TensorFlow does not divide alpha by the window's size."""
+    tensorflow = tf()
+    check_core(tmp_path, lambda x: tensorflow.nn.local_response_normalization(
+        x, radius, bias, alpha, beta), {"x": rand(2, 5, 4, 7)})
+
+
+def test_lrn_is_refused_for_its_division_by_a_tensor(tmp_path):
+    from nhwc_onnx.api import convert
+    from nhwc_onnx.errors import UnsupportedOpError
+
+    tensorflow = tf()
+    data, _ = freeze(lambda x: tensorflow.nn.local_response_normalization(x, 2),
+                     [spec((1, 5, 4, 7))])
+    path = tmp_path / "lrn.pb"
+    path.write_bytes(data)
+    with pytest.raises(UnsupportedOpError) as refused:
+        convert(path)
+    # the core ops named after the TF node: x^-beta of a tensor, and the division by it
+    assert [(p.node, p.op) for p in refused.value.problems] == [("LRN/pow", "Pow"),
+                                                                 ("LRN", "Div")]

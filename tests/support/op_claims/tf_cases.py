@@ -237,6 +237,8 @@ CASES: dict[str, Case] = {
                                                "Ceil", "Sign", "Reciprocal", "Inv", "Erf",
                                                "Round", "Erfc")},
     "LeakyRelu": Case(unary("LeakyRelu", alpha=0.13)),
+    "LRN": Case(refused=graph(lambda tf, r, x: r.LRN(input=x, depth_radius=1, bias=1.5,
+                                                      alpha=0.2, beta=0.6, name=NODE))),
     "Exp": Case(graph(_elu_idiom), refused=unary("Exp")),
     "LogicalNot": Case(refused=as_float(lambda tf, r, x: r.LogicalNot(
         x=r.Less(x=x, y=const(tf, np.float32(0), "z"), name="less"), name=NODE))),

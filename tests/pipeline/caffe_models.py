@@ -1,0 +1,62 @@
+"""Caffe nets the dialect refuses in part, for the split's tests: deploy prototxts with seeded
+random weights written beside them (OpenCV runs both files as the source runtime)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.frontends.caffe.caffe_testlib import make_net
+
+N, C, H, W = 2, 3, 10, 9  # distinct sizes, so a wrong axis cannot pass
+
+
+def _input(name: str = "data", shape=(N, C, H, W)) -> str:
+    dims = " ".join(f"dim: {d}" for d in shape)
+    return f'name: "net"\ninput: "{name}"\ninput_shape {{ {dims} }}\n'
+
+
+def _conv(name: str, bottom: str, out: int, k: int = 3, stride: int = 1) -> str:
+    return (f'layer {{ name: "{name}" type: "Convolution" bottom: "{bottom}" top: "{name}" '
+            f'convolution_param {{ num_output: {out} kernel_size: {k} pad: {k // 2} '
+            f'stride: {stride} }} }}\n')
+
+
+def _relu(name: str, blob: str) -> str:
+    return f'layer {{ name: "{name}" type: "ReLU" bottom: "{blob}" top: "{blob}" }}\n'
+
+
+def _head(bottom: str, classes: int, top: str = "logits") -> str:
+    return (f'layer {{ name: "pool" type: "Pooling" bottom: "{bottom}" top: "pool" '
+            'pooling_param { pool: AVE global_pooling: true } }\n'
+            f'layer {{ name: "{top}" type: "InnerProduct" bottom: "pool" top: "{top}" '
+            f'inner_product_param {{ num_output: {classes} }} }}\n')
+
+
+def _lrn(name: str, bottom: str, size: int) -> str:
+    # k left at 1: OpenCV, the oracle, reads no k from lrn_param
+    return (f'layer {{ name: "{name}" type: "LRN" bottom: "{bottom}" top: "{name}" '
+            f'lrn_param {{ local_size: {size} alpha: 0.0001 beta: 0.75 }} }}\n')
+
+
+def write(folder: Path, prototxt: str, name: str) -> tuple[Path, Path]:
+    """The prototxt and its random-weight caffemodel, written in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    proto, weights, _ = make_net(folder, prototxt, seed=len(name), name=name)
+    return proto, weights
+
+
+def lrn_net(folder: Path, shape=(N, C, H, W)) -> tuple[Path, Path]:
+    """An AlexNet-style net: conv, relu, LRN, pool, conv, relu, LRN, a head, softmax."""
+    text = (_input(shape=shape) + _conv("conv1", "data", 8) + _relu("relu1", "conv1")
+            + _lrn("norm1", "conv1", 5)
+            + 'layer { name: "pool1" type: "Pooling" bottom: "norm1" top: "pool1" '
+              'pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n'
+            + _conv("conv2", "pool1", 12) + _relu("relu2", "conv2")
+            + _lrn("norm2", "conv2", 3) + _head("norm2", 6, "scores")
+            + 'layer { name: "prob" type: "Softmax" bottom: "scores" top: "prob" }\n')
+    return write(folder, text, "lrn_net")
+
+
+def whole_net(folder: Path) -> tuple[Path, Path]:
+    """A net the dialect converts whole."""
+    text = _input() + _conv("conv1", "data", 8) + _relu("relu1", "conv1") + _head("conv1", 4)
+    return write(folder, text, "whole_net")

@@ -1,0 +1,103 @@
+"""convert --split on Caffe sources the dialect refuses in part: the core ops written as
+standard ONNX, split as an ONNX source is; each pipeline run on random inputs against OpenCV
+running the prototxt and caffemodel (1e-4), checked by ``check``."""
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+
+from nhwc_onnx import pipeline as pipelines
+from nhwc_onnx.api import convert
+from nhwc_onnx.options import ConvertOptions
+from tests.cli_runner import run_cli
+from tests.pipeline import caffe_models as models
+
+TOL = 1e-4
+
+
+def opencv_outputs(proto, weights, feeds: dict, outputs: list[str]) -> list[np.ndarray]:
+    net = cv2.dnn.readNetFromCaffe(str(proto), str(weights))
+    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+    for name, x in feeds.items():
+        net.setInput(np.ascontiguousarray(x), name)
+    return [np.asarray(y) for y in net.forward(outputs)]
+
+
+def assert_matches_opencv(folder, proto, weights, batch: int | None = None) -> None:
+    """The saved pipeline (inputs and outputs permuted as the manifest says) and OpenCV on the
+    same random NCHW inputs."""
+    loaded = pipelines.load(folder)
+    rng = np.random.default_rng(5)
+    feeds = {}
+    for e in loaded.manifest.inputs:
+        stored = [batch if isinstance(d, str) else d for d in e.shape]
+        source_shape = [stored[i] for i in np.argsort(e.permutation)] if e.permutation \
+            else stored
+        feeds[e.name] = rng.standard_normal(source_shape).astype(np.float32)
+    got = loaded.run({n: np.ascontiguousarray(x.transpose(e.permutation)) if e.permutation
+                      else x for (n, x), e in zip(feeds.items(), loaded.manifest.inputs)})
+    names = [e.name for e in loaded.manifest.outputs]
+    want = opencv_outputs(proto, weights, feeds, names)
+    for e, expected in zip(loaded.manifest.outputs, want):
+        have = got[e.name]
+        if e.permutation:
+            have = have.transpose(np.argsort(e.permutation))
+        assert have.shape == expected.shape, e.name
+        np.testing.assert_allclose(have, expected, rtol=TOL,
+                                   atol=TOL * max(1.0, float(np.abs(expected).max())),
+                                   err_msg=e.name)
+
+
+def split_cli(proto, weights, out, *extra):
+    result = run_cli("convert", proto, "--weights", weights, "--split", "-o", out, *extra)
+    assert result.exit_code == 0, result.output
+    checked = run_cli("check", out)
+    assert checked.exit_code == 0, checked.output
+    assert "valid pipeline" in checked.stdout
+    return json.loads((out / "pipeline.json").read_text()), result
+
+
+def kinds(manifest) -> list[str]:
+    return [s["kind"] for s in manifest["segments"]]
+
+
+def test_lrn_net_alternates_five_segments_and_matches_opencv(tmp_path):
+    proto, weights = models.lrn_net(tmp_path)
+    out = tmp_path / "split"
+    manifest, result = split_cli(proto, weights, out, "--verify", "--layers")
+    assert kinds(manifest) == ["dialect", "onnx", "dialect", "onnx", "dialect"]
+    assert manifest["inputs"][0]["permutation"] == [0, 2, 3, 1]  # Caffe's NCHW, stored NHWC
+    assert "verification: MATCH" in result.stdout
+    assert_matches_opencv(out, proto, weights)
+
+
+def test_symbolic_batch_split_runs_at_batch_1_and_3(tmp_path):
+    proto, weights = models.lrn_net(tmp_path)
+    out = tmp_path / "split"
+    manifest, _ = split_cli(proto, weights, out, "--input-shape", "data=-1,3,10,9")
+    assert isinstance(manifest["inputs"][0]["shape"][0], str)
+    for batch in (1, 3):
+        assert_matches_opencv(out, proto, weights, batch)
+
+
+def test_model_that_converts_whole_is_one_dialect_segment_with_plain_convert_bytes(tmp_path):
+    proto, weights = models.whole_net(tmp_path)
+    out = tmp_path / "split"
+    manifest, _ = split_cli(proto, weights, out)
+    assert kinds(manifest) == ["dialect"]
+    plain = tmp_path / "plain.onnx"
+    convert(proto, plain, ConvertOptions(weights=str(weights)))
+    assert (out / manifest["segments"][0]["file"]).read_bytes() == plain.read_bytes()
+
+
+def test_python_api_splits_a_caffe_source(tmp_path):
+    proto, weights = models.lrn_net(tmp_path)
+    pipeline = convert(proto, options=ConvertOptions(weights=str(weights)), split=True)
+    assert [s.kind for s in pipeline.segments] == ["dialect", "onnx", "dialect", "onnx",
+                                                   "dialect"]
+    report = pipeline.verify(proto)
+    assert report.ok
+    pipeline.save(tmp_path / "saved")
+    assert_matches_opencv(tmp_path / "saved", proto, weights)
