@@ -153,6 +153,7 @@ def generalize_batch(proto, second, symbols: dict[str, str], framework: str) -> 
             dim = value.type.tensor_type.shape.dim[0]
             dim.Clear()
             dim.dim_param = symbols[value.name]
+    _open_output_shapes(proto, second, next(iter(symbols.values())))
     at_second = {t.name: numpy_helper.to_array(t) for t in second.graph.initializer}
     reader = next(v.name for v in proto.graph.input if v.name in symbols)
     kept, made = [], []
@@ -173,6 +174,20 @@ def generalize_batch(proto, second, symbols: dict[str, str], framework: str) -> 
     nodes = list(proto.graph.node)
     del proto.graph.node[:]
     proto.graph.node.extend(made + nodes)
+
+
+def _open_output_shapes(proto, second, symbol: str) -> None:
+    """A graph output's declared dimension that differs at the second probe is the batch at
+    axis 0 (its symbol) and unknown anywhere else."""
+    for out, other in zip(proto.graph.output, second.graph.output):
+        dims, others = out.type.tensor_type.shape.dim, other.type.tensor_type.shape.dim
+        if len(dims) != len(others):
+            continue
+        for axis, (dim, at_second) in enumerate(zip(dims, others)):
+            if dim.dim_value != at_second.dim_value:
+                dim.Clear()
+                if axis == 0:
+                    dim.dim_param = symbol
 
 
 def _structure_differences(a, b) -> list[NodeProblem]:

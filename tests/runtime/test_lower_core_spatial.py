@@ -279,3 +279,32 @@ def test_ceil_pool_feeding_a_fixed_size_layer(op, extra):
     feeds = {"x": rand(2, 3, 6, 5)}
     (got,) = run_lowered(model, feeds)
     assert_matches(got, run_core(model, feeds)[gemm.output.name])
+
+
+def _lowered_ops(case: Case) -> list[str]:
+    from nhwc_onnx.runtime.standard_onnx import lower_core_model
+
+    return [n.op_type for n in lower_core_model(one_node_model(case)[0]).graph.node]
+
+
+def test_nearest_resize_is_onnx_resize_where_float32_reads_the_same_indices():
+    """Integer factors (TensorFlow's legacy rule, half pixel) stay one Resize, which the
+    split's dialect segments read as UpSampling2D; a float32 tie becomes Gathers."""
+    legacy = _resize("x2", NHWC, "nearest", "asymmetric", "floor", scales=[1.0, 2.0, 2.0, 1.0])
+    assert _lowered_ops(legacy) == ["Resize"]
+    assert _lowered_ops(RESIZE[0]) == ["Resize"]
+    tie = [c for c in RESIZE if c.name == "Resize_nearest_half_pixel_floor_on_a_float_tie"]
+    assert _lowered_ops(tie[0]) == ["Gather"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ctm", ["asymmetric", "half_pixel", "pytorch_half_pixel",
+                                 "align_corners", "tf_half_pixel_for_nn"])
+def test_nearest_resize_reads_the_evaluators_indices(ctm):
+    """Every rounding rule, sizes and scales, up and down, on sizes whose coordinates fall
+    on .5 or on integers: Resize where float32 agrees, Gathers elsewhere, never a refusal."""
+    for rule in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
+        for n_in in (1, 5, 7, 10):
+            for n_out in (1, 3, 9, 13, 14, 20):
+                for given in ({"sizes": [2, n_out]}, {"scales": [1.0, n_out / n_in]}):
+                    check_case(_resize("sweep", rand(2, n_in), "nearest", ctm, rule, **given))

@@ -217,14 +217,19 @@ def lower_batchnorm(node, L, inputs, outputs) -> None:
 def lower_resize(node, L, inputs, outputs) -> None:
     """ONNX Resize-13 with the node's scales (float32) or sizes. onnxruntime interpolates
     linearly a tensor of rank 2 or 3, and of rank 4 or 5 only on its last axes (or H, W of
-    NHWC): the resized axes are moved there and back; a rank-1 tensor gets a leading axis."""
+    NHWC): the resized axes are moved there and back; a rank-1 tensor gets a leading axis.
+    Nearest resizing whose indices onnxruntime might round otherwise is written as Gathers."""
     attrs = core_attrs(node)
     scales, sizes = attrs.get("scales"), attrs.get("sizes")
     shape = node.inputs[0].shape or (None,) * len(scales or sizes or ())
     if attrs["mode"] == "nearest" and all(known(d) for d in shape):
-        _lower_nearest_as_gathers(L, attrs, shape, inputs[0], outputs[0])
-        return
-    changed = _changed_axes(node, attrs, shape)
+        sized = tuple(int(d) for d in shape if d is not None)  # all of them (known)
+        if not _float32_reads_as_evaluated(attrs, sized):
+            _lower_nearest_as_gathers(L, attrs, sized, inputs[0], outputs[0])
+            return
+        changed: list[int] = []  # nearest: every axis in place, each index checked above
+    else:
+        changed = _changed_axes(node, attrs, shape)
     rank = len(shape)
     perm = _linear_order(node, rank, changed) if attrs["mode"] == "linear" else list(range(rank))
     lead = [1] if attrs["mode"] == "linear" and rank == 1 else []
@@ -262,10 +267,76 @@ def _linear_order(node, rank: int, changed: list[int]) -> list[int]:
     return [a for a in range(rank) if a not in changed] + list(changed)
 
 
+def _float32_reads_as_evaluated(attrs: dict, shape: tuple) -> bool:
+    """Whether ONNX Resize computing its coordinates in float32 reads, on every axis, the
+    input indices the evaluator reads (in float64): the output sizes agree and every variant
+    of float32 arithmetic an implementation may use (dividing by the scale or multiplying by
+    its inverse) rounds each coordinate to the evaluator's index. A kept axis must read
+    itself (tf_half_pixel_for_nn with ceil would read the next pixel)."""
+    out_shape = sp.resize_output_shape(attrs, shape)
+    scales = attrs.get("scales")
+    for axis, (n_in, n_out) in enumerate(zip(shape, out_shape)):
+        if scales is not None and not _sized_alike(n_in, float(scales[axis])):
+            return False
+        coords = sp.resize_coords(attrs, axis, n_in, n_out)
+        want = np.arange(n_out) if coords is None else sp.nearest_indices(attrs, coords, n_in)
+        for variant in _float32_coords(attrs, axis, n_in, n_out):
+            if not np.array_equal(_nearest_in_float32(variant, attrs["nearest_mode"], n_in),
+                                  want):
+                return False
+    return True
+
+
+def _sized_alike(n_in: int, scale: float) -> bool:
+    """Whether the output size floor(n_in * scale) is the same with the scale as ONNX holds
+    it (float32), multiplied in float32 (onnxruntime's kernel) or in double (onnx's shape
+    inference): 7 * float32(9/7) is 9 in float32 and 8.99999988 in double."""
+    exact = int(np.floor(n_in * scale))
+    held = np.float32(scale)
+    return int(np.floor(np.float32(n_in) * held)) == exact == int(np.floor(n_in * float(held)))
+
+
+def _float32_coords(attrs: dict, axis: int, n_in: int, n_out: int) -> list[np.ndarray]:
+    """The source coordinates of one axis as float32 arithmetic may compute them."""
+    f = np.float32
+    scales = attrs.get("scales")
+    scale = f(scales[axis]) if scales is not None else f(n_out) / f(n_in)
+    inverse = f(1) / scale
+    x = np.arange(n_out, dtype=np.float32)
+    half = f(0.5)
+    mode = attrs["coordinate_transformation_mode"]
+    if mode in ("half_pixel", "pytorch_half_pixel"):
+        if mode == "pytorch_half_pixel" and n_out <= 1:
+            return [np.zeros_like(x)]
+        return [(x + half) / scale - half, (x + half) * inverse - half]
+    if mode == "align_corners":
+        if n_out <= 1:
+            return [np.zeros_like(x)]
+        return [x * f(n_in - 1) / f(n_out - 1), x * (f(n_in - 1) / f(n_out - 1)),
+                x * f(n_in - 1) / (f(n_in) * scale - f(1))]
+    if mode == "asymmetric":
+        return [x / scale, x * inverse]
+    return [(x + half) / scale, (x + half) * inverse]  # tf_half_pixel_for_nn
+
+
+def _nearest_in_float32(coords: np.ndarray, rule: str, n_in: int) -> np.ndarray:
+    """ONNX's nearest rules on float32 coordinates (widened exactly to float64)."""
+    c = coords.astype(np.float64)
+    low = np.floor(c)
+    if rule == "floor":
+        index = low
+    elif rule == "ceil":
+        index = np.ceil(c)
+    else:
+        tie = c == low + 0.5
+        index = np.where(tie, low if rule == "round_prefer_floor" else low + 1, np.floor(c + 0.5))
+    return np.clip(index, 0, n_in - 1).astype(np.int64)
+
+
 def _lower_nearest_as_gathers(L, attrs: dict, shape, x: str, out: str) -> None:
-    """Nearest resizing is a Gather per resized axis, of the indices the evaluator reads:
-    exact, where ONNX Resize computes its coordinates in float32 and rounds a position the
-    evaluator finds on .5 (half_pixel, floor, 7 -> 9) to the other side."""
+    """Nearest resizing as a Gather per resized axis, of the indices the evaluator reads:
+    exact where ONNX Resize's float32 coordinates round otherwise (half_pixel, floor, 7 -> 9:
+    (4 + 0.5) * 7/9 - 0.5 is 3 in float32, just below it in float64)."""
     out_shape = sp.resize_output_shape(attrs, shape)
     gathers = []
     for axis, (in_len, out_len) in enumerate(zip(shape, out_shape)):
@@ -287,8 +358,7 @@ def _changed_axes(node, attrs: dict, shape) -> list[int]:
     for axis, dim in enumerate(shape):
         if scales is not None:
             scale = float(scales[axis])
-            if np.float32(scale) != scale and not (known(dim) and int(
-                    np.floor(np.float32(dim) * np.float32(scale))) == int(np.floor(dim * scale))):
+            if np.float32(scale) != scale and not (known(dim) and _sized_alike(int(dim), scale)):
                 refuse(node, "scales", f"scale {scale} of axis {axis} (size {dim}) gives another "
                        "output size in float32, as onnxruntime computes it")
             same = scale == 1.0
