@@ -103,6 +103,10 @@ for _incl in (0, 1):
               kernel_shape=[3, 3], strides=[2, 3], auto_pad="SAME_LOWER",
               count_include_pad=_incl),
     ]
+# the last window of W (8, kernel 3, stride 2) reaches a column past the pads: not counted
+POOL.append(_pool("AveragePool_count_include_pad1_window_past_the_pads", "AveragePool", NCHW,
+                  "NCHW", kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 0, 0], ceil_mode=1,
+                  count_include_pad=1))
 POOL += [_pool(f"{op}_{fmt}", op, x, fmt) for op in ("GlobalAveragePool", "GlobalMaxPool")
          for fmt, x in (("NCHW", NCHW), ("NHWC", NHWC))]
 

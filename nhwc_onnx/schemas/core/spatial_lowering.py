@@ -154,8 +154,10 @@ def _pool_window(node, attrs: dict, kernel: list, hw: tuple) -> tuple[list | Non
     reach = [(o - 1) * int(attrs["strides"][a]) + (kernel[a] - 1) * int(dilations[a]) + 1
              - hw[a] - begins[a] for a, (o, _, _) in enumerate(plan)]
     if node.op == "AveragePool" and int(attrs["count_include_pad"]):
-        # the padded extent counts: zeros of a Pad do, end pads past it do not
         tails = [max(r - e, 0) for r, e in zip(reach, ends)]
+        if not any(tails) and all(p < kernel[i % 2] for i, p in enumerate(begins + ends)):
+            return None, {"pads": begins + ends, "ceil_mode": 0}  # every window in the extent
+        # the padded extent counts: zeros of a Pad do, end pads past it do not
         if any(t >= k for t, k in zip(tails, kernel)):
             refuse(node, "ceil_mode", f"the last window reaches {tails} past the end pads, as "
                    f"wide as the kernel {kernel}")
