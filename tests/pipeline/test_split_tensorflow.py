@@ -199,3 +199,16 @@ def _tf():
     import tensorflow
 
     return tensorflow
+
+
+def test_refusal_and_info_say_how_a_tensorflow_graph_would_split_and_what_it_costs(tmp_path):
+    source = models.lrn_net(tmp_path / "model.pb")
+    refused = run_cli("convert", source, "-o", tmp_path / "x.onnx")
+    assert refused.exit_code == 1
+    assert ("with --split (estimated from these refusals): 5 segment(s) (3 dialect, 2 "
+            "standard ONNX), 100.0% of MACs in dialect segments") in refused.stderr
+    info = run_cli("info", source)
+    assert info.exit_code == 0, info.output
+    # conv1 10x9x8 x 27 + conv2 5x4x12 x 72 (VALID pooling), the LRN band sums 10x9x8 x 8 +
+    # 5x4x12 x 12, the head 12 x 6
+    assert "cost: 45,432 MACs per sample" in info.stdout
