@@ -42,8 +42,10 @@ def split_through_core(source, framework, options: ConvertOptions, convert, *, s
     ``whole(model, report, source)`` is the pipeline of a model converted whole."""
     proto, source_names, channels_last = core_as_onnx(source, framework, options)
     # a TF source's images are NHWC already: the ONNX route must not take them for NCHW
+    # (rank 4: written as tf2onnx writes them; other ranks kept as they are)
+    kept = [name for name in channels_last if not _nhwc_at_source(proto, name)]
     onnx_options = as_onnx_options(options).replace(
-        keep_layout=tuple(dict.fromkeys([*options.keep_layout, *channels_last])))
+        keep_layout=tuple(dict.fromkeys([*options.keep_layout, *kept])))
     with tempfile.TemporaryDirectory(prefix="nhwc-onnx-split-") as folder:
         path = Path(folder) / INTERMEDIATE
         _save(proto, path)
@@ -244,6 +246,40 @@ def _batch_expression(name: str, at_probe: np.ndarray, slope: np.ndarray, reader
                                          name=f"{base}/{key}",
                                          value=numpy_helper.from_array(array)))
     return nodes
+
+
+def _nhwc_at_source(proto, name: str) -> bool:
+    """Write the rank-4 graph input or output ``name`` of a channels-last source as an NHWC
+    tensor the ONNX route recognises (tf2onnx's form): an input read only by a Transpose to
+    NCHW (here followed by one back), an output written by a Transpose from NCHW. The ONNX
+    route then stores it as it is, an image (preprocessing applies), and the passes cancel
+    the pair. False: not a rank-4 graph input or output."""
+    from onnx import helper
+
+    graph = proto.graph
+    io = {v.name: v for v in list(graph.input) + list(graph.output)}
+    value = io.get(name)
+    if value is None or len(value.type.tensor_type.shape.dim) != 4:
+        return False
+    inner, nchw = f"{name}/nhwc", f"{name}/nchw"
+    is_input = any(v.name == name for v in graph.input)
+    for node in graph.node:  # the tensor the graph's nodes read or write is renamed
+        ports = node.input if is_input else node.output
+        for i, t in enumerate(ports):
+            if t == name:
+                ports[i] = inner
+    if is_input:
+        pair = [helper.make_node("Transpose", [name], [nchw], name=nchw, perm=[0, 3, 1, 2]),
+                helper.make_node("Transpose", [nchw], [inner], name=inner, perm=[0, 2, 3, 1])]
+        nodes = pair + list(graph.node)
+    else:
+        pair = [helper.make_node("Transpose", [inner], [nchw], name=nchw, perm=[0, 3, 1, 2]),
+                helper.make_node("Transpose", [nchw], [name], name=f"{name}/out",
+                                 perm=[0, 2, 3, 1])]
+        nodes = list(graph.node) + pair
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return True
 
 
 def _readers(proto, tensor: str, reason: str) -> list[NodeProblem]:

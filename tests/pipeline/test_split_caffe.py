@@ -101,3 +101,16 @@ def test_python_api_splits_a_caffe_source(tmp_path):
     assert report.ok
     pipeline.save(tmp_path / "saved")
     assert_matches_opencv(tmp_path / "saved", proto, weights)
+
+
+def test_refusal_and_info_say_how_a_caffe_net_would_split_and_what_it_costs(tmp_path):
+    proto, weights = models.lrn_net(tmp_path)
+    refused = run_cli("convert", proto, "--weights", weights, "-o", tmp_path / "x.onnx")
+    assert refused.exit_code == 1
+    assert ("with --split (estimated from these refusals): 5 segment(s) (3 dialect, 2 "
+            "standard ONNX), 100.0% of MACs in dialect segments") in refused.stderr
+    info = run_cli("info", proto, "--weights", weights)
+    assert info.exit_code == 0, info.output
+    # conv1 10x9x8 x 27 + conv2 5x5x12 x 72, the LRN band sums 10x9x8 x 8 + 5x5x12 x 12,
+    # the head 12 x 6
+    assert "cost: 50,472 MACs per sample" in info.stdout

@@ -199,3 +199,43 @@ def _tf():
     import tensorflow
 
     return tensorflow
+
+
+def test_refusal_and_info_say_how_a_tensorflow_graph_would_split_and_what_it_costs(tmp_path):
+    source = models.lrn_net(tmp_path / "model.pb")
+    refused = run_cli("convert", source, "-o", tmp_path / "x.onnx")
+    assert refused.exit_code == 1
+    assert ("with --split (estimated from these refusals): 5 segment(s) (3 dialect, 2 "
+            "standard ONNX), 100.0% of MACs in dialect segments") in refused.stderr
+    info = run_cli("info", source)
+    assert info.exit_code == 0, info.output
+    # conv1 10x9x8 x 27 + conv2 5x4x12 x 72 (VALID pooling), the LRN band sums 10x9x8 x 8 +
+    # 5x4x12 x 12, the head 12 x 6
+    assert "cost: 45,432 MACs per sample" in info.stdout
+
+
+def test_rename_preprocessing_and_a_cut_work_with_split(tmp_path):
+    """--rename names the pipeline's ends (the manifest maps them back to the TF tensors),
+    --mean/--std apply to the NHWC image input its dialect segment reads, --outputs cuts
+    the graph before its core ops are written."""
+    source, out, manifest, result = split_cli(
+        tmp_path, models.l2_embedder, "--rename", "image=pixels", "--rename",
+        "Identity=embedding", "--mean", "0.5", "--std", "2", "--verify")
+    assert [e["name"] for e in manifest["inputs"]] == ["pixels"]
+    assert [e["name"] for e in manifest["outputs"]] == ["embedding"]
+    assert manifest["source_names"] == {"pixels": "image:0", "embedding": "Identity:0"}
+    assert "verification: MATCH" in result.stdout
+    loaded = pipelines.load(out)
+    x = np.random.default_rng(1).uniform(0, 1, (models.N, models.H, models.W, models.C)
+                                         ).astype(np.float32)
+    want = models.run(source, {"image": (x - 0.5) / 2})[0]  # the source sees (x - mean) / std
+    np.testing.assert_allclose(loaded.run({"pixels": x})["embedding"], want, rtol=TOL,
+                               atol=TOL)
+
+    cut = run_cli("convert", models.lrn_net(tmp_path / "lrn.pb"), "--split", "--outputs",
+                  "Relu_1", "-o", tmp_path / "cut", "--verify")
+    assert cut.exit_code == 0, cut.output
+    cut_manifest = json.loads((tmp_path / "cut" / "pipeline.json").read_text())
+    assert kinds(cut_manifest) == ["dialect", "onnx", "dialect"]
+    assert [e["name"] for e in cut_manifest["outputs"]] == ["Relu_1"]
+    assert "verification: MATCH" in cut.stdout
