@@ -349,12 +349,12 @@ def lower_pad(node, L, inputs, outputs) -> None:
     pads, mode = [int(p) for p in attrs["pads"]], attrs["mode"]
     rank = len(pads) // 2
     begin, end = pads[:rank], pads[rank:]
+    _check_mirror_widths(node, mode, pads)
     x = inputs[0]
     if any(p < 0 for p in pads):
         x = L.op("Slice", [x, int64(L, [max(-b, 0) for b in begin], "starts"),
                            int64(L, [e if e < 0 else (1 << 63) - 1 for e in end], "ends")])[0]
     widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
-    _check_mirror_widths(node, mode, pads)
     if mode != "symmetric":
         value = scalar_like(L, node, 0, attrs["value"], "value") if mode == "constant" else None
         L.op("Pad", [x, int64(L, [b for b, _ in widths] + [e for _, e in widths], "pads"),
