@@ -55,11 +55,12 @@ def schedule(source: OnnxSource, standard: set[int]) -> list[Planned]:
     """The fewest alternating segments for this labelling: each node in the earliest
     segment of its kind after the segments of the nodes it reads."""
     best: list[Planned] | None = None
+    wanted = set(source.outputs)  # a constant pipeline output is made by a segment too
     for first in (DIALECT, STANDARD):
         place: dict[int, int] = {}
-        for i, _node in enumerate(source.order):
-            if not source.live[i]:
-                continue
+        for i, node in enumerate(source.order):
+            if not source.live[i] and not wanted.intersection(node.output):
+                continue  # a constant subgraph: copied into the segments that read it
             kind = STANDARD if i in standard else DIALECT
             base = max((place[source.producer[t]] for t in source.node_reads(i)
                         if t in source.producer and source.producer[t] in place), default=0)

@@ -60,3 +60,46 @@ def whole_net(folder: Path) -> tuple[Path, Path]:
     """A net the dialect converts whole."""
     text = _input() + _conv("conv1", "data", 8) + _relu("relu1", "conv1") + _head("conv1", 4)
     return write(folder, text, "whole_net")
+
+
+def l2_embedder(folder: Path) -> tuple[Path, Path]:
+    """Convs, a global pool, a 1x1 convolution to 7 features, then SSD's Normalize over
+    channels (x / sqrt(sum x^2 + eps) * scale): an embedder ending in an L2 normalisation."""
+    text = (_input() + _conv("conv1", "data", 8) + _relu("relu1", "conv1")
+            + _conv("conv2", "conv1", 12, stride=2) + _relu("relu2", "conv2")
+            + 'layer { name: "pool" type: "Pooling" bottom: "conv2" top: "pool" '
+              'pooling_param { pool: AVE global_pooling: true } }\n'
+            + _conv("embed", "pool", 7, k=1)
+            + 'layer { name: "embedding" type: "Normalize" bottom: "embed" top: "embedding" '
+              'norm_param { across_spatial: false channel_shared: true } }\n')
+    return write(folder, text, "l2_embedder")
+
+
+def log_mel_cnn(folder: Path) -> tuple[Path, Path]:
+    """A spectrogram front (N,1,F,T): power (|x| + 0.01)^2 and its natural Log (OpenCV reads
+    no log_param, so the defaults), then a CNN classifier."""
+    text = (_input("spectrogram", (N, 1, 12, 9))
+            + 'layer { name: "magnitude" type: "AbsVal" bottom: "spectrogram" '
+              'top: "magnitude" }\n'
+            + 'layer { name: "power" type: "Power" bottom: "magnitude" top: "power" '
+              'power_param { power: 2 shift: 0.01 } }\n'
+            + 'layer { name: "log" type: "Log" bottom: "power" top: "log" }\n'
+            + _conv("conv1", "log", 6) + _relu("relu1", "conv1")
+            + _conv("conv2", "conv1", 8, stride=2) + _head("conv2", 4))
+    return write(folder, text, "log_mel_cnn")
+
+
+def conv_lstm(folder: Path) -> Path:
+    """A conv front then Caffe's LSTM layer (no converter: the prototxt alone is enough to
+    be refused)."""
+    text = (_input("data", (N, 1, 12, 9)) + _conv("conv1", "data", 4)
+            + 'layer { name: "cont" type: "DummyData" top: "cont" dummy_data_param { '
+              "shape { dim: 9 dim: 2 } } }\n"
+            + 'layer { name: "seq" type: "Reshape" bottom: "conv1" top: "seq" '
+              "reshape_param { shape { dim: 9 dim: 2 dim: -1 } } }\n"
+            + 'layer { name: "lstm" type: "LSTM" bottom: "seq" bottom: "cont" top: "lstm" '
+              "recurrent_param { num_output: 6 } }\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    proto = folder / "conv_lstm.prototxt"
+    proto.write_text(text)
+    return proto

@@ -114,3 +114,33 @@ def test_refusal_and_info_say_how_a_caffe_net_would_split_and_what_it_costs(tmp_
     # conv1 10x9x8 x 27 + conv2 5x5x12 x 72, the LRN band sums 10x9x8 x 8 + 5x5x12 x 12,
     # the head 12 x 6
     assert "cost: 50,472 MACs per sample" in info.stdout
+
+
+def test_l2_normalised_embedder_splits_into_a_dialect_body_and_a_standard_tail(tmp_path):
+    proto, weights = models.l2_embedder(tmp_path)
+    out = tmp_path / "split"
+    manifest, result = split_cli(proto, weights, out, "--verify")
+    assert kinds(manifest) == ["dialect", "onnx"]
+    assert "verification: MATCH" in result.stdout
+    assert_matches_opencv(out, proto, weights)
+
+
+def test_log_mel_front_runs_its_log_in_a_standard_segment(tmp_path):
+    proto, weights = models.log_mel_cnn(tmp_path)
+    out = tmp_path / "split"
+    manifest, result = split_cli(proto, weights, out, "--verify")
+    # the magnitude and power before the Log move no multiply-accumulate: standard with it
+    assert kinds(manifest) == ["onnx", "dialect"]
+    assert "verification: MATCH" in result.stdout
+    assert_matches_opencv(out, proto, weights)
+
+
+def test_layer_without_a_converter_is_still_refused_with_split(tmp_path):
+    """Caffe's LSTM has no converter: no core op to run, so the split is refused naming it,
+    and nothing is written."""
+    proto = models.conv_lstm(tmp_path)
+    out = tmp_path / "split"
+    result = run_cli("convert", proto, "--weights", "random", "--split", "-o", out)
+    assert result.exit_code == 1
+    assert "node 'lstm' (LSTM): no caffe converter for op 'LSTM'" in result.stderr
+    assert not out.exists()

@@ -5,7 +5,16 @@
 """
 from __future__ import annotations
 
-from . import ops_activation, ops_conv, ops_input, ops_norm, ops_resize, ops_tensor  # noqa: F401
+from . import (  # noqa: F401
+    ops_activation,
+    ops_conv,
+    ops_detection,
+    ops_input,
+    ops_math,
+    ops_norm,
+    ops_resize,
+    ops_tensor,
+)
 from .loader import load, random_weights
 from .registry import REGISTRY
 

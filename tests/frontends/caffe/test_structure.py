@@ -60,10 +60,10 @@ def test_core_graph_contract(tmp_path):
 
 
 def test_unsupported_layers_are_listed_at_once(tmp_path):
-    text = net(layer("norm1", "MVN", ["data"], ["norm1"])
-               + layer("conv1", "Convolution", ["norm1"], ["conv1"], CONV)
-               + layer("norm2", "MVN", ["conv1"], ["norm2"])
-               + layer("py", "Python", ["norm2"], ["py"])
+    text = net(layer("spp1", "SPP", ["data"], ["spp1"])
+               + layer("conv1", "Convolution", ["spp1"], ["conv1"], CONV)
+               + layer("spp2", "SPP", ["conv1"], ["spp2"])
+               + layer("py", "Python", ["spp2"], ["py"])
                + layer("pool", "Pooling", ["py"], ["pool", "mask"],
                        "pooling_param { kernel_size: 2 stride: 2 }")
                + layer("up", "Upsample", ["pool", "mask"], ["up"]))
@@ -72,9 +72,9 @@ def test_unsupported_layers_are_listed_at_once(tmp_path):
     with pytest.raises(UnsupportedOpError) as info:
         load(path, ConvertOptions(weights="random"))
     problems = info.value.problems
-    assert [p.node for p in problems] == ["norm1", "norm2", "py", "pool", "up"]
+    assert [p.node for p in problems] == ["spp1", "spp2", "py", "pool", "up"]
     message = str(info.value)
-    assert "MVN x2" in message and "Python x1" in message and "max-unpooling" in message
+    assert "SPP x2" in message and "Python x1" in message and "max-unpooling" in message
 
 
 def test_registry_covers_the_issue_layer_list():

@@ -153,6 +153,16 @@ CASES: dict[str, Case] = {
                            oracle=lambda feeds, blobs: {"a": _x(feeds)[:, :1],
                                                         "b": _x(feeds)[:, 1:]})),
     "Softmax": Case(one("Softmax"), refused=one("Softmax", "softmax_param { axis: 2 }")),
+    # SSD layers, Log/Exp and MVN: the dialect refuses their division, logarithm, exponential
+    "Normalize": Case(refused=one("Normalize", "norm_param { across_spatial: false }")),
+    "PriorBox": Case(prototxt(layer(NODE, "PriorBox", ["data", "data"], [NODE],
+                                    "prior_box_param { min_size: 2 max_size: 4 aspect_ratio: 2 "
+                                    "clip: true variance: 0.1 }"))),
+    "Log": Case(refused=prototxt(SIG + layer(NODE, "Log", ["sig"], [NODE]),
+                                 context=["Sigmoid"])),
+    "Exp": Case(refused=one("Exp", "exp_param { base: 2 }")),
+    "MVN": Case(one("MVN", "mvn_param { normalize_variance: false }"),
+                refused=one("MVN", "mvn_param { normalize_variance: true }")),
     "Split": Case(prototxt(layer("relu", "ReLU", ["data"], ["relu"])
                            + layer(NODE, "Split", ["relu"], ["a", "b"]), context=["Relu"],
                            oracle=lambda feeds, blobs: {"a": np.maximum(_x(feeds), 0),
