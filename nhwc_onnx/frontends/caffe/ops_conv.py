@@ -26,7 +26,7 @@ def _pair(values, h_field_set: bool, h: int, w: int, default: int, what: str,
     if len(values) == 2:
         return int(values[0]), int(values[1])
     raise InvalidModelError(
-        f"layer '{layer.name}' ({layer.type}): {len(values)} {what} values; only 2-D "
+        f"{len(values)} {what} values; only 2-D "
         "spatial layers are supported")
 
 
@@ -38,9 +38,9 @@ def conv_geometry(layer: pb.LayerParameter, p) -> dict:
     pad = _pair(p.pad, p.HasField("pad_h") or p.HasField("pad_w"), p.pad_h, p.pad_w, 0,
                 "pad", layer)
     if min(kernel) <= 0:
-        raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no kernel size")
+        raise InvalidModelError("has no kernel size")
     if min(stride) <= 0:
-        raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has a zero stride")
+        raise InvalidModelError("has a zero stride")
     return {"kernel": kernel, "stride": stride, "pad": pad}
 
 
@@ -65,17 +65,17 @@ def _conv_common(b: CaffeBuilder, layer: pb.LayerParameter, transpose: bool) -> 
         n, c, h, w = _nchw(x, layer)
         m = int(p.num_output)
         if m <= 0:
-            raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has num_output {m}")
+            raise InvalidModelError(f"has num_output {m}")
         group = int(p.group)
         if layer.type in ("ConvolutionDepthwise", "DepthwiseConvolution"):
             if m != c:
                 raise InvalidModelError(
-                    f"layer '{layer.name}' ({layer.type}): depthwise convolution with "
+                    f"depthwise convolution with "
                     f"num_output {m} != {c} input channels")
             group = c
         if group <= 0 or c % group or m % group:
             raise InvalidModelError(
-                f"layer '{layer.name}' ({layer.type}): group {group} does not divide "
+                f"group {group} does not divide "
                 f"{c} input and {m} output channels")
         if transpose:
             wshape = (c, m // group, kh, kw)
@@ -117,7 +117,7 @@ def _core_shape(layer: pb.LayerParameter, op: str, attrs: dict, shapes: list) ->
     except RuleError as err:
         h, w = shapes[0][2:]
         raise InvalidModelError(
-            f"layer '{layer.name}' ({layer.type}): {err.message} (input {h}x{w})") from err
+            f"{err.message} (input {h}x{w})") from err
     return tuple(int(d) for d in shape)
 
 
@@ -125,7 +125,7 @@ def _nchw(x, layer) -> tuple[int, int, int, int]:
     shape = shape_of(x)
     if len(shape) != 4:
         raise InvalidModelError(
-            f"layer '{layer.name}' ({layer.type}) needs a 4-D NCHW input, got shape {list(shape)}")
+            f"needs a 4-D NCHW input, got shape {list(shape)}")
     return shape
 
 
@@ -171,11 +171,11 @@ def convert_pooling(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (kh, kw), (sh, sw), (ph, pw) = geo["kernel"], geo["stride"], geo["pad"]
     if ph >= kh or pw >= kw:
         raise InvalidModelError(
-            f"layer '{layer.name}' (Pooling): pad {ph, pw} must be smaller than kernel {kh, kw}")
+            f"pad {ph, pw} must be smaller than kernel {kh, kw}")
     ceil = p.round_mode == pb.PoolingParameter.CEIL and p.ceil_mode
     if h + 2 * ph < kh or w + 2 * pw < kw:
         raise InvalidModelError(
-            f"layer '{layer.name}' (Pooling): kernel {kh}x{kw} is larger than the padded "
+            f"kernel {kh}x{kw} is larger than the padded "
             f"input {h}x{w}")
     attrs = {"kernel_shape": [kh, kw], "strides": [sh, sw], "pads": [ph, pw, ph, pw],
              "ceil_mode": 1 if ceil else 0, "data_format": "NCHW"}
@@ -214,7 +214,7 @@ def convert_inner_product(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     rows = int(math.prod(shape[:axis]))
     m = int(p.num_output)
     if m <= 0:
-        raise InvalidModelError(f"layer '{layer.name}' (InnerProduct) has num_output {m}")
+        raise InvalidModelError(f"has num_output {m}")
     wshape = (k, m) if p.transpose else (m, k)
     specs = [BlobSpec(wshape, "weight", k)] + ([BlobSpec((m,), "bias")] if p.bias_term else [])
     blobs = b.weights.blobs(layer, specs)

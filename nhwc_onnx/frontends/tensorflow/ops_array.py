@@ -210,7 +210,7 @@ def convert_range(ctx: TFContext, node: TFNode) -> list[Value]:
     if all(b is not None for b in bounds):
         start, limit, delta = (float(np.asarray(b).reshape(())) for b in bounds)
         if delta == 0:
-            raise InvalidModelError(f"node '{ctx.name}' (Range): delta is 0")
+            raise InvalidModelError("delta is 0")
         ctx.check_size((max(int(np.ceil((limit - start) / delta)), 0),), "a range")
     return [ctx.emit1("Range", [ctx.input(0), ctx.input(1), ctx.input(2)])]
 
