@@ -224,7 +224,7 @@ def shape_of(value: Value) -> tuple[int, ...]:
     return tuple(value.shape)
 
 
-def canonical_axis(axis: int, rank: int, layer: pb.LayerParameter, what: str = "axis") -> int:
+def canonical_axis(axis: int, rank: int, what: str = "axis") -> int:
     a = axis + rank if axis < 0 else axis
     if not 0 <= a < rank:
         raise InvalidModelError(

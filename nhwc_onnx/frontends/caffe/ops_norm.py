@@ -44,7 +44,7 @@ def convert_batchnorm(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-def _param_shape(shape: tuple[int, ...], axis: int, num_axes: int, layer) -> tuple[int, ...]:
+def _param_shape(shape: tuple[int, ...], axis: int, num_axes: int) -> tuple[int, ...]:
     if num_axes == -1:
         return tuple(shape[axis:])
     if num_axes < 0 or axis + num_axes > len(shape):
@@ -68,7 +68,7 @@ def _affine(b: CaffeBuilder, layer: pb.LayerParameter, multiply: bool) -> None:
     x = xs[0]
     shape = shape_of(x)
     rank = len(shape)
-    axis = canonical_axis(p.axis, rank, layer) if rank else 0
+    axis = canonical_axis(p.axis, rank) if rank else 0
     bias_term = multiply and p.bias_term
     specs: list[BlobSpec] = []
     if len(xs) == 2:
@@ -79,7 +79,7 @@ def _affine(b: CaffeBuilder, layer: pb.LayerParameter, multiply: bool) -> None:
                 f"does not match input axes from {axis} of {list(shape)}")
         pshape = tuple(other_shape)
     else:
-        pshape = _param_shape(shape, axis, int(p.num_axes), layer)
+        pshape = _param_shape(shape, axis, int(p.num_axes))
         specs.append(BlobSpec(pshape, "gamma" if multiply else "beta"))
     if bias_term:
         specs.append(BlobSpec(pshape, "beta"))

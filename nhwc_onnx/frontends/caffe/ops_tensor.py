@@ -67,7 +67,7 @@ def convert_concat(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     xs = b.bottoms(layer)
     shape = shape_of(xs[0])
     axis = p.concat_dim if p.HasField("concat_dim") else p.axis
-    axis = canonical_axis(axis, len(shape), layer)
+    axis = canonical_axis(axis, len(shape))
     total = 0
     for x in xs:
         s = shape_of(x)
@@ -91,7 +91,7 @@ def convert_slice(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     axis = p.slice_dim if p.HasField("slice_dim") else p.axis
-    axis = canonical_axis(axis, len(shape), layer)
+    axis = canonical_axis(axis, len(shape))
     dim, count = shape[axis], len(layer.top)
     if len(p.slice_point):
         points = [int(v) for v in p.slice_point]
@@ -136,7 +136,7 @@ def convert_silence(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
 def convert_softmax(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = one_bottom(b, layer)
     shape = shape_of(x)
-    axis = canonical_axis(layer.softmax_param.axis, len(shape), layer)
+    axis = canonical_axis(layer.softmax_param.axis, len(shape))
     top = b.top_value(layer, 0, shape)
     b.node(layer, "Softmax", [x], {"axis": axis}, out=top)
     b.bind(layer, [top])
@@ -155,8 +155,8 @@ def convert_flatten(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     rank = len(shape)
-    start = canonical_axis(p.axis, rank, layer)
-    end = canonical_axis(p.end_axis, rank, layer, "end_axis")
+    start = canonical_axis(p.axis, rank)
+    end = canonical_axis(p.end_axis, rank, "end_axis")
     if end < start:
         raise InvalidModelError(f"end_axis {p.end_axis} comes before axis {p.axis}")
     out_shape = shape[:start] + (int(math.prod(shape[start:end + 1])),) + shape[end + 1:]
@@ -168,7 +168,7 @@ def convert_flatten(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
         _reshape_to(b, layer, x, out_shape)
 
 
-def caffe_reshape(shape: tuple[int, ...], p: pb.ReshapeParameter, layer) -> tuple[int, ...]:
+def caffe_reshape(shape: tuple[int, ...], p: pb.ReshapeParameter) -> tuple[int, ...]:
     """The output shape of Caffe's Reshape layer (0 copies a dim, one -1 is inferred)."""
     rank = len(shape)
     start = p.axis if p.axis >= 0 else rank + p.axis + 1
@@ -210,7 +210,7 @@ def caffe_reshape(shape: tuple[int, ...], p: pb.ReshapeParameter, layer) -> tupl
 @REGISTRY.register("Reshape", emits=("Reshape",), doc="Reshape to the static shape Caffe computes")
 def convert_reshape(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = one_bottom(b, layer)
-    _reshape_to(b, layer, x, caffe_reshape(shape_of(x), layer.reshape_param, layer))
+    _reshape_to(b, layer, x, caffe_reshape(shape_of(x), layer.reshape_param))
 
 
 @REGISTRY.register("Permute", emits=("Transpose", "Identity"),
@@ -241,7 +241,7 @@ def convert_crop(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     shape, ref = shape_of(xs[0]), shape_of(xs[1])
     if len(shape) != len(ref):
         raise InvalidModelError(f"bottoms have ranks {len(shape)} and {len(ref)}")
-    axis = canonical_axis(p.axis, len(shape), layer)
+    axis = canonical_axis(p.axis, len(shape))
     axes = list(range(axis, len(shape)))
     offsets = [int(o) for o in p.offset]
     if len(offsets) == 0:

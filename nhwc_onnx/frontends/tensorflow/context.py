@@ -23,13 +23,18 @@ MAX_GENERATED_ELEMENTS = 1 << 28  # Fill/Tile/Range/... beyond this are corrupt,
 _KEEP_INPUT_AXES = frozenset({"Expand", "MatMul", "Tile"})
 
 # Attributes that leave what a node computes at inference unchanged: an implementation hint,
-# a training setting (FusedBatchNorm's running-average factor; is_training true is refused),
-# the count of inputs (N: AddN, ConcatV2, Pack ... read their inputs). Element types (T, dtype,
-# Tidx ...) are recognised by their kind and bookkeeping (_output_shapes, _class ...) by its
-# leading underscore.
-_WITHOUT_EFFECT = frozenset({"use_cudnn_on_gpu", "exponential_avg_factor", "N", "grad_a", "grad_b"})
-# ... and for one op only: SplitV's count of outputs (its size_splits input says it all).
-_WITHOUT_EFFECT_FOR = {"SplitV": frozenset({"num_split"})}
+# training settings (FusedBatchNorm's running-average factor, is_training true being refused;
+# MatMul's and BatchMatMul's marks of a gradient operand), the count of inputs (N: AddN,
+# ConcatV2, Pack ... read their inputs). Element types (T, dtype, Tidx ...) are recognised by
+# their kind and bookkeeping (_output_shapes, _class ...) by its leading underscore.
+_WITHOUT_EFFECT = frozenset({"use_cudnn_on_gpu", "exponential_avg_factor", "N",
+                             "grad_a", "grad_b", "grad_x", "grad_y"})
+# ... and for one op only: SplitV's count of outputs (its size_splits input says it all),
+# Gather's validate_indices (TensorFlow ignores it), Equal's answer to shapes that do not
+# broadcast (such shapes do not convert at all).
+_WITHOUT_EFFECT_FOR = {"SplitV": frozenset({"num_split"}),
+                       "Gather": frozenset({"validate_indices"}),
+                       "Equal": frozenset({"incompatible_shape_error"})}
 
 
 def without_effect(attrs: Attrs, name: str) -> bool:

@@ -26,13 +26,16 @@ def convert_placeholder(ctx: TFContext, node: TFNode) -> list[Value]:
 @REGISTRY.register("PlaceholderWithDefault", emits=())
 def convert_placeholder_with_default(ctx: TFContext, node: TFNode) -> list[Value]:
     """Not fed: its default value (name it in --inputs to make it a graph input)."""
+    ctx.mark_read(*ctx.attribute_names())  # the shape it declares leaves the value as it is
     return [ctx.input(0)]
 
 
 @REGISTRY.register("Identity", "StopGradient", "Snapshot", "PreventGradient", "CheckNumerics",
                    "EnsureShape", "DebugIdentity", emits=())
 def convert_identity(ctx: TFContext, node: TFNode) -> list[Value]:
-    """Passes its input through at inference."""
+    """Passes its input through at inference (what its attributes say - an error message, a
+    shape it asserts, debugging settings - leaves the value as it is)."""
+    ctx.mark_read(*ctx.attribute_names())
     return [ctx.input(0)]
 
 
