@@ -33,8 +33,9 @@ def convert_placeholder_with_default(ctx: TFContext, node: TFNode) -> list[Value
 @REGISTRY.register("Identity", "StopGradient", "Snapshot", "PreventGradient", "CheckNumerics",
                    "EnsureShape", "DebugIdentity", emits=())
 def convert_identity(ctx: TFContext, node: TFNode) -> list[Value]:
-    """Passes its input through at inference (what its attributes say - an error message, a
-    shape it asserts, debugging settings - leaves the value as it is)."""
+    """Passes its input through at inference."""
+    # what its attributes say (an error message, a shape it asserts, debugging settings)
+    # leaves the value as it is
     ctx.mark_read(*ctx.attribute_names())
     return [ctx.input(0)]
 
