@@ -234,9 +234,11 @@ def convert_nodes(
                 raise
             raise named from exc
         except Exception as exc:  # our converter failed on input it should have checked
-            where = ConversionContext(name, op, framework).describe()
-            raise ConversionBugError(
-                f"internal error in nhwc-onnx {where}: {type(exc).__name__}: {exc}") from exc
+            where = ConversionContext(name, op, framework)
+            bug = ConversionBugError(f"internal error in nhwc-onnx {where.describe()}: "
+                                     f"{type(exc).__name__}: {exc}")
+            bug.where = where
+            raise bug from exc
         else:
             continue
         if not_converted is not None:

@@ -91,6 +91,9 @@ def test_a_converter_bug_is_a_bug_of_nhwc_onnx_naming_the_node():
                        match="internal error in nhwc-onnx while converting node 'x' "
                              "\\(Bug, toy\\): KeyError"):
         _run([("a", "No"), ("x", "Bug")])
+    with pytest.raises(ConversionBugError) as info:
+        _run([("x", "Bug")])
+    assert info.value.where == ConversionContext("x", "Bug", "toy")
 
 
 def test_a_broken_model_is_raised_at_once_carrying_the_node_named_once():

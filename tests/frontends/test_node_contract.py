@@ -98,10 +98,11 @@ def test_tensorflow_accepts_attributes_without_effect(tmp_path):
 
 def test_caffe_accepts_fields_without_effect(tmp_path):
     """Fillers and engine on a Convolution, Dropout's ratio, and another type's message on a
-    ReLU (Caffe reads a layer's own message only) leave the result as OpenCV computes it."""
+    ReLU (Caffe reads a layer's own message only) leave the result as OpenCV computes it; a
+    field only the registry's up-front check reads (the convolution's axis) counts as read."""
     prototxt = INPUT + (
         'layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" '
-        "convolution_param { num_output: 4 kernel_size: 3 engine: CAFFE "
+        "convolution_param { num_output: 4 kernel_size: 3 axis: 1 engine: CAFFE "
         'weight_filler { type: "xavier" } bias_filler { type: "constant" } } }\n'
         'layer { name: "drop" type: "Dropout" bottom: "conv" top: "conv" '
         "dropout_param { dropout_ratio: 0.3 } }\n"

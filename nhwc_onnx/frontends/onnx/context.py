@@ -39,9 +39,10 @@ class ImportedGraph(Protocol):
     def known_rank_shape(self, name: str) -> tuple | None: ...
 
 
-# Attributes without effect on inference results (training, legacy bookkeeping).
-IGNORED_ATTRIBUTES = frozenset({"consumed_inputs", "is_test", "momentum", "storage_order",
-                                "seed", "saturate"})
+# Attributes without effect on inference results (training, legacy bookkeeping): a converter
+# need not read them (frontends/context.py).
+WITHOUT_EFFECT = frozenset({"consumed_inputs", "is_test", "momentum", "storage_order", "seed",
+                            "saturate"})
 
 
 def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:
@@ -131,7 +132,7 @@ class NodeCtx(NodeContext):
         return self.attrs.get(name)
 
     def without_effect(self, name: str) -> bool:
-        return name in IGNORED_ATTRIBUTES
+        return name in WITHOUT_EFFECT
 
     def shape(self, index: int) -> tuple | None:
         """Static shape of an input as ONNX shape inference sees it (None: unknown)."""
