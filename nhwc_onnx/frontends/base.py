@@ -1,5 +1,6 @@
-"""What all frontends share: the converter registry, the refusal type and the one conversion
-loop (their options are ``nhwc_onnx.options.ConvertOptions``).
+"""What all frontends share: the converter registry and the one conversion loop (the
+converter's context and the refusal type are in ``context.py``; the options are
+``nhwc_onnx.options.ConvertOptions``).
 
 Every converter has the signature ``fn(ctx, node)``: the frontend's context (a
 ``context.NodeContext``: the node, its attributes, values built so far, emit helpers) and the
