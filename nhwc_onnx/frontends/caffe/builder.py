@@ -79,8 +79,7 @@ class CaffeBuilder(NodeContext):
             value = self.blobs.get(name)
             if value is None:
                 raise InvalidModelError(
-                    f"reads blob '{name}', which no "
-                    "earlier layer or input produces")
+                    f"reads blob '{name}', which no earlier layer or input produces")
             self.consumed.add(id(value))
             values.append(value)
         return values
@@ -135,8 +134,7 @@ class CaffeBuilder(NodeContext):
         count = math.prod(int(d) for d in shape)
         if count > MAX_ACTIVATION or any(int(d) <= 0 for d in shape):
             raise InvalidModelError(
-                f"would produce a blob of shape "
-                f"{list(shape)} ({count} values): refused as absurd")
+                f"would produce a blob of shape {list(shape)} ({count} values): refused as absurd")
         in_place = top in layer.bottom or top in self.blobs
         value = Value(self._fresh_name(version_base(layer, index, in_place)), "float32", shape)
         value.meta["source_name"] = top
@@ -150,8 +148,7 @@ class CaffeBuilder(NodeContext):
         """Make ``values`` the latest versions of the layer's tops."""
         if len(values) != len(layer.top):
             raise InvalidModelError(
-                f"has {len(layer.top)} top(s), "
-                f"expected {len(values)}")
+                f"has {len(layer.top)} top(s), expected {len(values)}")
         for top, value in zip(layer.top, values):
             self._versions[top] = value.meta.get("source_version", 0)
             self.blobs[top] = value
@@ -228,6 +225,5 @@ def canonical_axis(axis: int, rank: int, what: str = "axis") -> int:
     a = axis + rank if axis < 0 else axis
     if not 0 <= a < rank:
         raise InvalidModelError(
-            f"{what} {axis} is out of range for a "
-            f"{rank}-D input")
+            f"{what} {axis} is out of range for a {rank}-D input")
     return a

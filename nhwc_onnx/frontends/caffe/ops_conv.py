@@ -26,8 +26,7 @@ def _pair(values, h_field_set: bool, h: int, w: int, default: int,
     if len(values) == 2:
         return int(values[0]), int(values[1])
     raise InvalidModelError(
-        f"{len(values)} {what} values; only 2-D "
-        "spatial layers are supported")
+        f"{len(values)} {what} values; only 2-D spatial layers are supported")
 
 
 def conv_geometry(p) -> dict:
@@ -70,13 +69,11 @@ def _conv_common(b: CaffeBuilder, layer: pb.LayerParameter, transpose: bool) -> 
         if layer.type in ("ConvolutionDepthwise", "DepthwiseConvolution"):
             if m != c:
                 raise InvalidModelError(
-                    f"depthwise convolution with "
-                    f"num_output {m} != {c} input channels")
+                    f"depthwise convolution with num_output {m} != {c} input channels")
             group = c
         if group <= 0 or c % group or m % group:
             raise InvalidModelError(
-                f"group {group} does not divide "
-                f"{c} input and {m} output channels")
+                f"group {group} does not divide {c} input and {m} output channels")
         if transpose:
             wshape = (c, m // group, kh, kw)
             fan_in = c * kh * kw // group
@@ -175,8 +172,7 @@ def convert_pooling(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     ceil = p.round_mode == pb.PoolingParameter.CEIL and p.ceil_mode
     if h + 2 * ph < kh or w + 2 * pw < kw:
         raise InvalidModelError(
-            f"kernel {kh}x{kw} is larger than the padded "
-            f"input {h}x{w}")
+            f"kernel {kh}x{kw} is larger than the padded input {h}x{w}")
     attrs = {"kernel_shape": [kh, kw], "strides": [sh, sw], "pads": [ph, pw, ph, pw],
              "ceil_mode": 1 if ceil else 0, "data_format": "NCHW"}
     if not is_max:

@@ -49,8 +49,7 @@ def _param_shape(shape: tuple[int, ...], axis: int, num_axes: int) -> tuple[int,
         return tuple(shape[axis:])
     if num_axes < 0 or axis + num_axes > len(shape):
         raise InvalidModelError(
-            f"num_axes {num_axes} from axis {axis} does "
-            f"not fit a {len(shape)}-D input")
+            f"num_axes {num_axes} from axis {axis} does not fit a {len(shape)}-D input")
     return tuple(shape[axis:axis + num_axes])
 
 
