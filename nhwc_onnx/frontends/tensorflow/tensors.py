@@ -232,6 +232,8 @@ class Attrs:
         if kind == "shape":
             return shape_from_proto(value.shape)
         if kind == "tensor":
+            # an element type not handled is a refusal inside a converter: said as before
+            numpy_dtype(value.tensor.dtype, f"attribute '{name}' of node '{self.node_name}'")
             try:
                 return tensor_to_numpy(value.tensor, f"attribute '{name}'", self._buffer)
             except (InvalidModelError, ModelLoadError) as exc:  # named at the node, once
