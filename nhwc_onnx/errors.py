@@ -7,6 +7,7 @@ Each class mixes in the builtin it resembles so callers can catch either.
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import TypeVar
 
 # Exit codes used by the command line (documented in the README).
 EXIT_OK = 0
@@ -20,6 +21,9 @@ class NhwcOnnxError(Exception):
     """Base class of every error the project raises on purpose."""
 
     exit_code = EXIT_INVALID
+    # The source node being converted when the error was raised (a ConversionContext), set by
+    # the frontends' conversion loop or by the node's context; its message then names it.
+    where: ConversionContext | None = None
 
 
 class ModelLoadError(NhwcOnnxError, ValueError):
@@ -169,6 +173,22 @@ class ConversionContext(namedtuple("ConversionContext", "node op framework",
     def describe(self) -> str:
         fw = f", {self.framework}" if self.framework else ""
         return f"while converting node '{self.node}' ({self.op}{fw})"
+
+    def label(self) -> str:
+        """The node as a message names it: ``node 'conv1' (Conv)``; Caffe says layer."""
+        kind = "layer" if self.framework == "caffe" else "node"
+        return f"{kind} '{self.node}' ({self.op})"
+
+
+E = TypeVar("E", bound=NhwcOnnxError)
+
+
+def located(error_type: type[E], where: ConversionContext, message: str) -> E:
+    """An error about source node ``where``: its message starts with the node, and it carries
+    it (so the conversion loop neither searches the text nor names the node twice)."""
+    error = error_type(f"{where.label()}: {message}")
+    error.where = where
+    return error
 
 
 class UsageError(NhwcOnnxError, ValueError):

@@ -1,15 +1,19 @@
-"""What all frontends share: the converter registry, the refusal type and the one conversion
-loop (their options are ``nhwc_onnx.options.ConvertOptions``).
+"""What all frontends share: the converter registry and the one conversion loop (the
+converter's context and the refusal type are in ``context.py``; the options are
+``nhwc_onnx.options.ConvertOptions``).
 
-Every converter has the signature ``fn(ctx, node)``: the frontend's context (values built so
-far, emit helpers) and the source node. ``convert_nodes`` runs them in order under one policy:
+Every converter has the signature ``fn(ctx, node)``: the frontend's context (a
+``context.NodeContext``: the node, its attributes, values built so far, emit helpers) and the
+source node. ``convert_nodes`` runs them in order under one policy:
 
 - the registry scan lists every op without a converter up front;
 - a converter raises ``Refusal(reason)`` when the node has no exact core form: the loop notes it
   and goes on, skipping the nodes that depend on it, and raises ONE UnsupportedOpError at the end
   (or, asked to keep going, returns the problems: see ``keeps_going``);
+- a node carrying an attribute with an effect that its converter never read is refused the
+  same way (converting without it would compute something else);
 - a project error (InvalidModelError, InvalidAttributeError ...) means the user's model is
-  broken: raised at once, naming the node;
+  broken: raised at once, carrying the node (``NhwcOnnxError.where``) and naming it once;
 - anything else (KeyError, IndexError, TypeError ...) is a bug in nhwc-onnx: ConversionBugError
   naming the node, never blamed on the model.
 """
@@ -28,8 +32,10 @@ from ..errors import (
     NhwcOnnxError,
     NodeProblem,
     UnsupportedOpError,
+    located,
 )
 from ..ir import UNCONVERTED, Graph, Value
+from .context import NodeContext, Refusal, unread_refusal
 
 N = TypeVar("N")
 
@@ -162,15 +168,7 @@ class OpRegistry:
         ]
 
 
-class Refusal(Exception):
-    """A converter cannot express this node exactly; the reason joins the one final error."""
-
-    def __init__(self, reason: str):
-        self.reason = reason
-        super().__init__(reason)
-
-
-# Project errors whose message is one string: the loop can add the node to it.
+# Project errors whose message is one string: the loop can put the node in front of it.
 _PLAIN_MESSAGE = (InvalidModelError, InvalidAttributeError, ModelLoadError)
 
 
@@ -179,19 +177,20 @@ def convert_nodes(
     registry: OpRegistry,
     framework: str,
     describe: Callable[[N], tuple[str, str]],
-    convert: Callable[[Converter, N], object],  # what it returns is not read
+    convert: Callable[[Converter, N], NodeContext | None],
     *,
     blocked: Callable[[N], bool] | None = None,
     not_converted: Callable[[N], None] | None = None,
     problems: Iterable[NodeProblem] = (),
     keep_going: Graph | None = None,
-    convert_blocked: Callable[[Converter, N], None] | None = None,
+    convert_blocked: Callable[[Converter, N], NodeContext | None] | None = None,
 ) -> list[NodeProblem]:
     """Convert ``nodes`` in order; raise one UnsupportedOpError listing every node that has no
     exact form (``problems`` found earlier by the frontend come first).
 
     ``describe(node)`` gives (name, op); ``convert(converter, node)`` builds the converter's
-    context and calls ``converter.fn(ctx, node)``. A node for which ``blocked(node)`` is true
+    context, calls ``converter.fn(ctx, node)`` and returns the context (its attributes read
+    are then checked). A node for which ``blocked(node)`` is true
     reads a value a failed node should have made: skipped without a second message.
     ``not_converted(node)`` hears of every node skipped or refused.
 
@@ -223,7 +222,7 @@ def convert_nodes(
             continue
         emitted = len(keep_going) if keep_going is not None else 0
         try:
-            convert(converter, node)
+            _check_read(convert(converter, node))
         except Refusal as refusal:
             found.append(NodeProblem(name, op, refusal.reason))
             _take_out(keep_going, emitted)
@@ -231,14 +230,16 @@ def convert_nodes(
             found.extend(exc.problems)
             _take_out(keep_going, emitted)
         except NhwcOnnxError as exc:
-            named = _naming(exc, ConversionContext(name, op, framework))
+            named = _locate(exc, ConversionContext(name, op, framework))
             if named is exc:
                 raise
             raise named from exc
         except Exception as exc:  # our converter failed on input it should have checked
-            where = ConversionContext(name, op, framework).describe()
-            raise ConversionBugError(
-                f"internal error in nhwc-onnx {where}: {type(exc).__name__}: {exc}") from exc
+            where = ConversionContext(name, op, framework)
+            bug = ConversionBugError(f"internal error in nhwc-onnx {where.describe()}: "
+                                     f"{type(exc).__name__}: {exc}")
+            bug.where = where
+            raise bug from exc
         else:
             continue
         if not_converted is not None:
@@ -257,7 +258,7 @@ def _converted_blocked(graph: Graph | None, convert_blocked, converter: Converte
         return False
     emitted = len(graph)
     try:
-        convert_blocked(converter, node)
+        _check_read(convert_blocked(converter, node))
     except Exception:  # noqa: BLE001 - it reads what a refused node should have made
         _take_out(graph, emitted)
         return False
@@ -279,8 +280,21 @@ def sort_problems(problems: Iterable[NodeProblem], nodes: Iterable[N],
     return sorted(problems, key=lambda p: position.get((p.node, p.op), -1))
 
 
-def _naming(exc: NhwcOnnxError, where: ConversionContext) -> NhwcOnnxError:
-    """``exc`` with the node in its message (unchanged when it names the node already)."""
-    if f"'{where.node}'" in str(exc) or type(exc) not in _PLAIN_MESSAGE:
+def _check_read(ctx: NodeContext | None) -> None:
+    """Refuse the node just converted when its converter left an attribute with an effect
+    unread."""
+    unread = ctx.unread_attributes() if ctx is not None else []
+    if unread:
+        raise unread_refusal(unread)
+
+
+def _locate(exc: NhwcOnnxError, where: ConversionContext) -> NhwcOnnxError:
+    """``exc`` carrying the node being converted. One carrying a node already names it; a
+    one-string error comes again with the node in front of its message; any other error gets
+    the node attached, its message unchanged."""
+    if exc.where is not None:
         return exc
-    return type(exc)(f"{exc} ({where.describe()})")
+    if type(exc) in _PLAIN_MESSAGE:
+        return located(type(exc), where, str(exc))
+    exc.where = where
+    return exc

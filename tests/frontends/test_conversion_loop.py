@@ -6,12 +6,22 @@ from __future__ import annotations
 import pytest
 from onnx import TensorProto, helper
 
-from nhwc_onnx.errors import ConversionBugError, InvalidModelError, UnsupportedOpError
+from nhwc_onnx.errors import (
+    ConversionBugError,
+    ConversionContext,
+    InvalidAttributeError,
+    InvalidModelError,
+    UnsupportedOpError,
+    UsageError,
+    located,
+)
 from nhwc_onnx.frontends import caffe, tensorflow
 from nhwc_onnx.frontends.base import OpRegistry, Refusal, convert_nodes
+from nhwc_onnx.frontends.context import NodeContext
 from nhwc_onnx.frontends.onnx import REGISTRY as ONNX_REGISTRY
 from nhwc_onnx.frontends.onnx import load_proto
 from nhwc_onnx.frontends.tensorflow.proto import tf_graph_pb2 as tfpb
+from nhwc_onnx.ir import Graph
 from nhwc_onnx.options import ConvertOptions
 
 
@@ -34,6 +44,15 @@ def _registry():
     @registry.register("Broken")
     def broken(ctx, node):
         raise InvalidModelError("axis 9 is out of range")
+
+    @registry.register("Located")
+    def located_elsewhere(ctx, node):  # as helpers shared with code outside the loop do
+        raise located(InvalidAttributeError, ConversionContext(node[0], node[1], "toy"),
+                      "attribute 'k' is not a list")
+
+    @registry.register("Usage")
+    def usage(ctx, node):
+        raise UsageError("pass --weights", "--weights")
 
     return registry
 
@@ -72,12 +91,61 @@ def test_a_converter_bug_is_a_bug_of_nhwc_onnx_naming_the_node():
                        match="internal error in nhwc-onnx while converting node 'x' "
                              "\\(Bug, toy\\): KeyError"):
         _run([("a", "No"), ("x", "Bug")])
+    with pytest.raises(ConversionBugError) as info:
+        _run([("x", "Bug")])
+    assert info.value.where == ConversionContext("x", "Bug", "toy")
 
 
-def test_a_broken_model_is_raised_at_once_with_the_node():
-    with pytest.raises(InvalidModelError, match="axis 9 is out of range \\(while converting "
-                                                "node 'y' \\(Broken, toy\\)\\)"):
+def test_a_broken_model_is_raised_at_once_carrying_the_node_named_once():
+    with pytest.raises(InvalidModelError) as info:
         _run([("a", "No"), ("y", "Broken")])
+    assert str(info.value) == "node 'y' (Broken): axis 9 is out of range"
+    assert info.value.where == ConversionContext("y", "Broken", "toy")
+
+
+def test_an_error_carrying_its_node_is_raised_as_it_is():
+    with pytest.raises(InvalidAttributeError) as info:
+        _run([("z", "Located")])
+    assert str(info.value) == "node 'z' (Located): attribute 'k' is not a list"
+
+
+def test_an_error_of_another_shape_gets_the_node_attached_and_keeps_its_message():
+    with pytest.raises(UsageError) as info:
+        _run([("u", "Usage")])
+    assert info.value.where == ConversionContext("u", "Usage", "toy")
+    assert info.value.param_hint == "--weights" and "'u'" not in str(info.value)
+
+
+class _Context(NodeContext):
+    framework = "toy"
+
+    def __init__(self, attributes: dict, reads: tuple = ()):
+        super().__init__()
+        self.begin_node("n", "Ok")
+        self.attributes = attributes
+        for name in reads:
+            self.attr(name)
+
+    def attribute_names(self):
+        return list(self.attributes)
+
+    def attribute_value(self, name):
+        return self.attributes.get(name)
+
+    def without_effect(self, name):
+        return name == "seed"
+
+
+@pytest.mark.parametrize("reads, refused", [((), ["scale"]), (("scale",), [])])
+def test_the_loop_refuses_a_node_whose_converter_left_an_attribute_unread(reads, refused):
+    registry = OpRegistry("toy")
+    registry.register("Ok")(lambda ctx, node: None)
+    context = _Context({"scale": 2.0, "seed": 1}, reads)
+    problems = convert_nodes([("n", "Ok")], registry, "toy", lambda n: n,
+                             lambda converter, node: context, keep_going=Graph("g"))
+    assert [p.reason for p in problems] == (
+        [f"attribute(s) {refused} are not supported by this converter (the node converts "
+         "without them)"] if refused else [])
 
 
 # -- the three frontends --------------------------------------------------------------------

@@ -16,18 +16,27 @@ import numpy as np
 from ...errors import InvalidModelError
 from ...ir import Graph, Node, Value
 from ...ir.input_shapes import batch_symbol, find_override, input_shape
+from ..context import NodeContext
 from . import caffe_pb2 as pb
+from . import params
 from .weights import WeightSource
 
 # Largest blob a layer may produce (elements): far above real nets, far below a blow-up.
 MAX_ACTIVATION = 1 << 32
 
 
-class CaffeBuilder:
+class CaffeBuilder(NodeContext):
+    """The net being built, and (``begin``) the context of the layer being converted: its
+    attributes are the fields set in its ``*_param`` messages (params.py)."""
+
+    framework = "caffe"
+
     def __init__(self, graph: Graph, weights: WeightSource,
                  input_shapes: Mapping[str, Sequence[int]] | None = None,
                  batch: int | None = None,
                  batch_probe: int | None = None):
+        super().__init__()
+        self.layer: pb.LayerParameter | None = None  # the layer being converted
         self.graph = graph
         self.weights = weights
         self.input_shapes = dict(input_shapes or {})  # user overrides, by blob name
@@ -41,6 +50,28 @@ class CaffeBuilder:
         self._value_names: set[str] = set()
         self._versions: dict[str, int] = {}
 
+    # -- the current layer ------------------------------------------------------------------
+    def begin(self, layer: pb.LayerParameter) -> params.TrackedLayer:
+        """Make ``layer`` the one being converted; what its converter reads it through (so
+        the fields read are recorded)."""
+        self.layer = layer
+        self.begin_node(layer.name, layer.type)
+        return params.TrackedLayer(layer, self.read_attributes)
+
+    def attribute_names(self) -> list[str]:
+        if self.layer is None:
+            return []
+        return params.set_fields(self.layer, self.read_attributes)
+
+    def attribute_value(self, name: str) -> Any:
+        return params.field_value(self.layer, name) if self.layer is not None else None
+
+    def without_effect(self, name: str) -> bool:
+        return params.without_effect(name)
+
+    def inputs(self) -> list[Value]:
+        return self.bottoms(self.layer) if self.layer is not None else []
+
     # -- blobs ------------------------------------------------------------------------------
     def bottoms(self, layer: pb.LayerParameter) -> list[Value]:
         values = []
@@ -48,25 +79,26 @@ class CaffeBuilder:
             value = self.blobs.get(name)
             if value is None:
                 raise InvalidModelError(
-                    f"layer '{layer.name}' ({layer.type}) reads blob '{name}', which no "
-                    "earlier layer or input produces")
+                    f"reads blob '{name}', which no earlier layer or input produces")
             self.consumed.add(id(value))
             values.append(value)
         return values
 
     def resolve_input_shape(self, name: str, declared: Sequence[int] | None,
-                            where: str) -> tuple[int, ...]:
-        """The shape of input blob ``name``: the user's override, else the declared one."""
+                            where: str = "") -> tuple[int, ...]:
+        """The shape of input blob ``name``: the user's override, else the declared one.
+        ``where`` says where it is declared (no need for a layer: its errors name it)."""
+        where = f" ({where})" if where else ""
         if declared is not None and any(int(d) < 0 for d in declared):
             raise InvalidModelError(f"input '{name}' has an invalid shape {list(declared)}")
         override = find_override(self.input_shapes, name)
         shape = input_shape(declared, override, self.batch, probe=self.batch_probe, name=name)
         if not shape:
             raise InvalidModelError(
-                f"input '{name}' ({where}) has no shape; pass one with --input-shape "
+                f"input '{name}'{where} has no shape; pass one with --input-shape "
                 f"{name}=1,3,224,224")
         if shape[0] is None:  # Caffe declares sizes: only --input-shape NAME=-1,... opens one
-            raise InvalidModelError(f"input '{name}' ({where}) has no batch size; pass one "
+            raise InvalidModelError(f"input '{name}'{where} has no batch size; pass one "
                                     "with --batch N")
         symbol = batch_symbol(declared, override, self.batch)
         if symbol is not None:
@@ -102,8 +134,7 @@ class CaffeBuilder:
         count = math.prod(int(d) for d in shape)
         if count > MAX_ACTIVATION or any(int(d) <= 0 for d in shape):
             raise InvalidModelError(
-                f"layer '{layer.name}' ({layer.type}) would produce a blob of shape "
-                f"{list(shape)} ({count} values): refused as absurd")
+                f"would produce a blob of shape {list(shape)} ({count} values): refused as absurd")
         in_place = top in layer.bottom or top in self.blobs
         value = Value(self._fresh_name(version_base(layer, index, in_place)), "float32", shape)
         value.meta["source_name"] = top
@@ -117,8 +148,7 @@ class CaffeBuilder:
         """Make ``values`` the latest versions of the layer's tops."""
         if len(values) != len(layer.top):
             raise InvalidModelError(
-                f"layer '{layer.name}' ({layer.type}) has {len(layer.top)} top(s), "
-                f"expected {len(values)}")
+                f"has {len(layer.top)} top(s), expected {len(values)}")
         for top, value in zip(layer.top, values):
             self._versions[top] = value.meta.get("source_version", 0)
             self.blobs[top] = value
@@ -171,7 +201,7 @@ def one_bottom(b: CaffeBuilder, layer: pb.LayerParameter) -> list[Value]:
     xs = b.bottoms(layer)
     if len(xs) != 1:
         raise InvalidModelError(
-            f"layer '{layer.name}' ({layer.type}) needs exactly 1 bottom, got {len(xs)}")
+            f"needs exactly 1 bottom, got {len(xs)}")
     return xs
 
 
@@ -191,10 +221,9 @@ def shape_of(value: Value) -> tuple[int, ...]:
     return tuple(value.shape)
 
 
-def canonical_axis(axis: int, rank: int, layer: pb.LayerParameter, what: str = "axis") -> int:
+def canonical_axis(axis: int, rank: int, what: str = "axis") -> int:
     a = axis + rank if axis < 0 else axis
     if not 0 <= a < rank:
         raise InvalidModelError(
-            f"layer '{layer.name}' ({layer.type}): {what} {axis} is out of range for a "
-            f"{rank}-D input")
+            f"{what} {axis} is out of range for a {rank}-D input")
     return a

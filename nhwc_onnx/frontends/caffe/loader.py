@@ -99,18 +99,22 @@ def _convert(path: str, options: ConvertOptions, weights_option: str | None
         weights.calibration = Calibration(b, options.seed, logit_layers(layers))
     unset: set[str] = set()  # blobs whose latest writer was not converted
 
-    def convert(converter: Converter, layer: pb.LayerParameter) -> None:
+    def convert(converter: Converter, layer: pb.LayerParameter) -> CaffeBuilder:
+        tracked = b.begin(layer)
         if not layer.bottom and layer.type not in SOURCE_LAYERS:
-            raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no bottom")
+            raise b.invalid("has no bottom")
         if not layer.top and layer.type != "Silence":
-            raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no top")
+            raise b.invalid("has no top")
         before = len(graph)
-        converter.fn(b, layer)
+        if converter.check is not None:
+            converter.check(tracked)  # found nothing to refuse up front; what it read counts
+        converter.fn(b, tracked)
         unset.difference_update(layer.top)
         if weights.calibration is not None:
             weights.calibration.after_layer(layer, graph.nodes[before:],
                                             weights.generated.get(layer.name))
             weights.calibration.release()
+        return b  # the loop checks the fields the converter left unread
 
     keep_going = keeps_going(options)
 

@@ -14,7 +14,7 @@ from .weights import BlobSpec
 def _unary(b: CaffeBuilder, layer: pb.LayerParameter, op: str, attrs=None) -> None:
     (x,) = one_bottom(b, layer)
     if len(layer.top) != 1:
-        raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) needs exactly 1 top")
+        raise InvalidModelError("needs exactly 1 top")
     top = b.top_value(layer, 0, shape_of(x))
     b.node(layer, op, [x], attrs or {}, out=top)
     b.bind(layer, [top])
@@ -128,7 +128,7 @@ def convert_prelu(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     if len(shape) < 2:
-        raise InvalidModelError(f"layer '{layer.name}' (PReLU) needs an input of rank >= 2")
+        raise InvalidModelError("needs an input of rank >= 2")
     shared = bool(layer.prelu_param.channel_shared)
     channels = 1 if shared else shape[1]
     (slope,) = b.weights.blobs(layer, [BlobSpec((channels,), "slope")])

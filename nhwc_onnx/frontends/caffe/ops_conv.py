@@ -13,8 +13,8 @@ from .registry import REGISTRY
 from .weights import BlobSpec
 
 
-def _pair(values, h_field_set: bool, h: int, w: int, default: int, what: str,
-          layer: pb.LayerParameter) -> tuple[int, int]:
+def _pair(values, h_field_set: bool, h: int, w: int, default: int,
+          what: str) -> tuple[int, int]:
     """Caffe's rule: explicit *_h/*_w win; else one value (both) or two values (h, w)."""
     if h_field_set:
         return int(h), int(w)
@@ -26,21 +26,20 @@ def _pair(values, h_field_set: bool, h: int, w: int, default: int, what: str,
     if len(values) == 2:
         return int(values[0]), int(values[1])
     raise InvalidModelError(
-        f"layer '{layer.name}' ({layer.type}): {len(values)} {what} values; only 2-D "
-        "spatial layers are supported")
+        f"{len(values)} {what} values; only 2-D spatial layers are supported")
 
 
-def conv_geometry(layer: pb.LayerParameter, p) -> dict:
+def conv_geometry(p) -> dict:
     kernel = _pair(p.kernel_size, p.HasField("kernel_h") or p.HasField("kernel_w"),
-                   p.kernel_h, p.kernel_w, 0, "kernel_size", layer)
+                   p.kernel_h, p.kernel_w, 0, "kernel_size")
     stride = _pair(p.stride, p.HasField("stride_h") or p.HasField("stride_w"),
-                   p.stride_h, p.stride_w, 1, "stride", layer)
+                   p.stride_h, p.stride_w, 1, "stride")
     pad = _pair(p.pad, p.HasField("pad_h") or p.HasField("pad_w"), p.pad_h, p.pad_w, 0,
-                "pad", layer)
+                "pad")
     if min(kernel) <= 0:
-        raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no kernel size")
+        raise InvalidModelError("has no kernel size")
     if min(stride) <= 0:
-        raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has a zero stride")
+        raise InvalidModelError("has a zero stride")
     return {"kernel": kernel, "stride": stride, "pad": pad}
 
 
@@ -57,26 +56,24 @@ def _check_conv(layer: pb.LayerParameter) -> str | None:
 
 def _conv_common(b: CaffeBuilder, layer: pb.LayerParameter, transpose: bool) -> None:
     p = layer.convolution_param
-    geo = conv_geometry(layer, p)
-    dil = _pair(p.dilation, False, 0, 0, 1, "dilation", layer)
+    geo = conv_geometry(p)
+    dil = _pair(p.dilation, False, 0, 0, 1, "dilation")
     (kh, kw), (sh, sw), (ph, pw) = geo["kernel"], geo["stride"], geo["pad"]
     outs = []
     for idx, x in enumerate(b.bottoms(layer)):
-        n, c, h, w = _nchw(x, layer)
+        n, c, h, w = _nchw(x)
         m = int(p.num_output)
         if m <= 0:
-            raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has num_output {m}")
+            raise InvalidModelError(f"has num_output {m}")
         group = int(p.group)
         if layer.type in ("ConvolutionDepthwise", "DepthwiseConvolution"):
             if m != c:
                 raise InvalidModelError(
-                    f"layer '{layer.name}' ({layer.type}): depthwise convolution with "
-                    f"num_output {m} != {c} input channels")
+                    f"depthwise convolution with num_output {m} != {c} input channels")
             group = c
         if group <= 0 or c % group or m % group:
             raise InvalidModelError(
-                f"layer '{layer.name}' ({layer.type}): group {group} does not divide "
-                f"{c} input and {m} output channels")
+                f"group {group} does not divide {c} input and {m} output channels")
         if transpose:
             wshape = (c, m // group, kh, kw)
             fan_in = c * kh * kw // group
@@ -89,7 +86,7 @@ def _conv_common(b: CaffeBuilder, layer: pb.LayerParameter, transpose: bool) -> 
             "weight_layout": "IOHW" if transpose else "OIHW",
         }
         op = "ConvTranspose" if transpose else "Conv"
-        out_shape = _core_shape(layer, op, attrs, [(n, c, h, w), wshape]
+        out_shape = _core_shape(op, attrs, [(n, c, h, w), wshape]
                                 + ([(m,)] if p.bias_term else []))
         # Weights are read once and shared by every bottom (Caffe shares them too).
         if idx == 0:
@@ -110,22 +107,22 @@ def _conv_common(b: CaffeBuilder, layer: pb.LayerParameter, transpose: bool) -> 
     b.bind(layer, outs)
 
 
-def _core_shape(layer: pb.LayerParameter, op: str, attrs: dict, shapes: list) -> tuple:
+def _core_shape(op: str, attrs: dict, shapes: list) -> tuple:
     """The top's shape from the core op's own inference (the sizes Caffe computes)."""
     try:
         (shape,) = infer_output_shapes(op, attrs, shapes)
     except RuleError as err:
         h, w = shapes[0][2:]
         raise InvalidModelError(
-            f"layer '{layer.name}' ({layer.type}): {err.message} (input {h}x{w})") from err
+            f"{err.message} (input {h}x{w})") from err
     return tuple(int(d) for d in shape)
 
 
-def _nchw(x, layer) -> tuple[int, int, int, int]:
+def _nchw(x) -> tuple[int, int, int, int]:
     shape = shape_of(x)
     if len(shape) != 4:
         raise InvalidModelError(
-            f"layer '{layer.name}' ({layer.type}) needs a 4-D NCHW input, got shape {list(shape)}")
+            f"needs a 4-D NCHW input, got shape {list(shape)}")
     return shape
 
 
@@ -159,7 +156,7 @@ def _check_pooling(layer: pb.LayerParameter) -> str | None:
 def convert_pooling(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.pooling_param
     (x,) = one_bottom(b, layer)
-    n, c, h, w = _nchw(x, layer)
+    n, c, h, w = _nchw(x)
     is_max = p.pool == pb.PoolingParameter.MAX
     if p.global_pooling:
         top = b.top_value(layer, 0, (n, c, 1, 1))
@@ -167,21 +164,20 @@ def convert_pooling(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
                {"data_format": "NCHW"}, out=top)
         b.bind(layer, [top])
         return
-    geo = conv_geometry(layer, p)
+    geo = conv_geometry(p)
     (kh, kw), (sh, sw), (ph, pw) = geo["kernel"], geo["stride"], geo["pad"]
     if ph >= kh or pw >= kw:
         raise InvalidModelError(
-            f"layer '{layer.name}' (Pooling): pad {ph, pw} must be smaller than kernel {kh, kw}")
+            f"pad {ph, pw} must be smaller than kernel {kh, kw}")
     ceil = p.round_mode == pb.PoolingParameter.CEIL and p.ceil_mode
     if h + 2 * ph < kh or w + 2 * pw < kw:
         raise InvalidModelError(
-            f"layer '{layer.name}' (Pooling): kernel {kh}x{kw} is larger than the padded "
-            f"input {h}x{w}")
+            f"kernel {kh}x{kw} is larger than the padded input {h}x{w}")
     attrs = {"kernel_shape": [kh, kw], "strides": [sh, sw], "pads": [ph, pw, ph, pw],
              "ceil_mode": 1 if ceil else 0, "data_format": "NCHW"}
     if not is_max:
         attrs["count_include_pad"] = 1  # Caffe divides by the window clipped to input + pad
-    out_shape = _core_shape(layer, "MaxPool" if is_max else "AveragePool", attrs, [(n, c, h, w)])
+    out_shape = _core_shape("MaxPool" if is_max else "AveragePool", attrs, [(n, c, h, w)])
     oh, ow = out_shape[2:]
     if _window_outside(h, kh, sh, ph, oh, ceil) or _window_outside(w, kw, sw, pw, ow, ceil):
         # Caffe keeps a last window that starts past the input (stride > kernel, no pad) and
@@ -209,12 +205,12 @@ def convert_inner_product(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.inner_product_param
     (x,) = one_bottom(b, layer)
     shape = shape_of(x)
-    axis = canonical_axis(p.axis, len(shape), layer)
+    axis = canonical_axis(p.axis, len(shape))
     k = int(math.prod(shape[axis:]))
     rows = int(math.prod(shape[:axis]))
     m = int(p.num_output)
     if m <= 0:
-        raise InvalidModelError(f"layer '{layer.name}' (InnerProduct) has num_output {m}")
+        raise InvalidModelError(f"has num_output {m}")
     wshape = (k, m) if p.transpose else (m, k)
     specs = [BlobSpec(wshape, "weight", k)] + ([BlobSpec((m,), "bias")] if p.bias_term else [])
     blobs = b.weights.blobs(layer, specs)

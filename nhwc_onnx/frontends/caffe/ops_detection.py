@@ -25,7 +25,7 @@ def convert_normalize(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     shape = shape_of(x)
     rank = len(shape)
     if rank < 2:
-        raise InvalidModelError(f"layer '{layer.name}' (Normalize) needs an input of rank >= 2")
+        raise InvalidModelError("needs an input of rank >= 2")
     p = layer.norm_param
     shared = bool(p.channel_shared)
     channels = shape[1]
@@ -52,11 +52,11 @@ def convert_prior_box(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     xs = b.bottoms(layer)
     if len(xs) != 2:
         raise InvalidModelError(
-            f"layer '{layer.name}' (PriorBox) needs 2 bottoms (feature map, image), "
+            f"needs 2 bottoms (feature map, image), "
             f"got {len(xs)}")
     feature, image = (shape_of(x) for x in xs)
     if len(feature) != 4 or len(image) != 4:
-        raise InvalidModelError(f"layer '{layer.name}' (PriorBox) needs 4-D bottoms")
+        raise InvalidModelError("needs 4-D bottoms")
     boxes = prior_boxes(layer, feature[2], feature[3], image[2], image[3])
     top = b.top_value(layer, 0, boxes.shape)
     b.node(layer, "Identity", [b.const(layer, boxes, "boxes")], out=top)
@@ -83,10 +83,10 @@ def _box_sizes(layer: pb.LayerParameter) -> list[tuple[np.float32, np.float32]]:
     square, the sqrt(min*max) square, then one box per aspect ratio."""
     p = layer.prior_box_param
     if not p.min_size:
-        raise InvalidModelError(f"layer '{layer.name}' (PriorBox) has no min_size")
+        raise InvalidModelError("has no min_size")
     if p.max_size and len(p.max_size) != len(p.min_size):
         raise InvalidModelError(
-            f"layer '{layer.name}' (PriorBox): {len(p.max_size)} max_size for "
+            f"{len(p.max_size)} max_size for "
             f"{len(p.min_size)} min_size")
     f32 = np.float32
     sizes = []
@@ -94,13 +94,13 @@ def _box_sizes(layer: pb.LayerParameter) -> list[tuple[np.float32, np.float32]]:
         # Caffe-SSD, whose models these are, reads each size into an int (a fractional size
         # is truncated; OpenCV keeps the fraction).
         if not given > 0:
-            raise InvalidModelError(f"layer '{layer.name}' (PriorBox): min_size must be > 0")
+            raise InvalidModelError("min_size must be > 0")
         low = f32(int(given))
         sizes.append((low, low))
         if p.max_size:
             if not p.max_size[i] > given:
                 raise InvalidModelError(
-                    f"layer '{layer.name}' (PriorBox): max_size must exceed min_size")
+                    "max_size must exceed min_size")
             high = f32(int(p.max_size[i]))
             side = np.sqrt(low * high, dtype=f32)
             sizes.append((side, side))
@@ -118,7 +118,7 @@ def _variances(layer: pb.LayerParameter) -> np.ndarray:
         return np.full(4, given[0], np.float32)
     if len(given) != 4 or any(v <= 0 for v in given):
         raise InvalidModelError(
-            f"layer '{layer.name}' (PriorBox) needs 1 or 4 positive variances")
+            "needs 1 or 4 positive variances")
     return np.asarray(given, np.float32)
 
 
@@ -138,7 +138,7 @@ def _image_and_step(layer: pb.LayerParameter, height: int, width: int,
         step_w = np.float32(image_w) / np.float32(width)
     if image_h <= 0 or image_w <= 0 or step_h <= 0 or step_w <= 0:
         raise InvalidModelError(
-            f"layer '{layer.name}' (PriorBox): image size and step must be positive")
+            "image size and step must be positive")
     return image_h, image_w, step_h, step_w
 
 

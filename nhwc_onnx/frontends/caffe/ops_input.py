@@ -12,10 +12,10 @@ def convert_input(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     shapes = [list(s.dim) for s in layer.input_param.shape]
     if shapes and len(shapes) not in (1, len(layer.top)):
         raise InvalidModelError(
-            f"layer '{layer.name}' (Input): {len(shapes)} shapes for {len(layer.top)} tops")
+            f"{len(shapes)} shapes for {len(layer.top)} tops")
     for i, top in enumerate(layer.top):
         declared = shapes[0] if len(shapes) == 1 else (shapes[i] if shapes else None)
-        b.define_input(top, b.resolve_input_shape(top, declared, f"Input layer '{layer.name}'"))
+        b.define_input(top, b.resolve_input_shape(top, declared))
 
 
 def _data_shape(layer: pb.LayerParameter) -> list[int] | None:
@@ -65,10 +65,9 @@ def _preprocessing(layer: pb.LayerParameter) -> dict:
            doc="the first top becomes a graph input; transform_param is recorded")
 def convert_data(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     if not layer.top:
-        raise InvalidModelError(f"layer '{layer.name}' ({layer.type}) has no top")
+        raise InvalidModelError("has no top")
     top = layer.top[0]
-    b.define_input(top, b.resolve_input_shape(top, _data_shape(layer),
-                                              f"{layer.type} layer '{layer.name}'"))
+    b.define_input(top, b.resolve_input_shape(top, _data_shape(layer)))
     if layer.HasField("transform_param"):
         b.preprocessing.append(_preprocessing(layer))
     # Further tops (labels) exist only for training; layers that read them are refused.

@@ -34,7 +34,7 @@ def _log_base(layer: pb.LayerParameter, base: float) -> float:
         return 1.0
     if not base > 0.0 or base == 1.0:
         raise InvalidModelError(
-            f"layer '{layer.name}' ({layer.type}): base {base} must be positive and not 1 "
+            f"base {base} must be positive and not 1 "
             "(or -1 for e)")
     return math.log(base)
 
@@ -97,7 +97,7 @@ def convert_mvn(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     first = 1 if p.across_channels else 2
     if len(shape) <= first:
         raise InvalidModelError(
-            f"layer '{layer.name}' (MVN) needs an input of rank > {first} "
+            f"needs an input of rank > {first} "
             f"{'' if p.across_channels else 'without across_channels'}".rstrip())
     axes = list(range(first, len(shape)))
     kept = tuple(1 if a in axes else d for a, d in enumerate(shape))

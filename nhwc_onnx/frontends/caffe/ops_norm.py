@@ -21,7 +21,7 @@ def convert_batchnorm(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     if len(shape) < 2:
-        raise InvalidModelError(f"layer '{layer.name}' (BatchNorm) needs an input of rank >= 2")
+        raise InvalidModelError("needs an input of rank >= 2")
     c = shape[1]
     mean, var, factor = b.weights.blobs(
         layer, [BlobSpec((c,), "mean"), BlobSpec((c,), "var"), BlobSpec((1,), "scale_factor")])
@@ -45,13 +45,12 @@ def convert_batchnorm(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     b.bind(layer, [top])
 
 
-def _param_shape(shape: tuple[int, ...], axis: int, num_axes: int, layer) -> tuple[int, ...]:
+def _param_shape(shape: tuple[int, ...], axis: int, num_axes: int) -> tuple[int, ...]:
     if num_axes == -1:
         return tuple(shape[axis:])
     if num_axes < 0 or axis + num_axes > len(shape):
         raise InvalidModelError(
-            f"layer '{layer.name}' ({layer.type}): num_axes {num_axes} from axis {axis} does "
-            f"not fit a {len(shape)}-D input")
+            f"num_axes {num_axes} from axis {axis} does not fit a {len(shape)}-D input")
     return tuple(shape[axis:axis + num_axes])
 
 
@@ -65,22 +64,22 @@ def _affine(b: CaffeBuilder, layer: pb.LayerParameter, multiply: bool) -> None:
     xs = b.bottoms(layer)
     if not 1 <= len(xs) <= 2:
         raise InvalidModelError(
-            f"layer '{layer.name}' ({layer.type}) needs 1 or 2 bottoms, got {len(xs)}")
+            f"needs 1 or 2 bottoms, got {len(xs)}")
     x = xs[0]
     shape = shape_of(x)
     rank = len(shape)
-    axis = canonical_axis(p.axis, rank, layer) if rank else 0
+    axis = canonical_axis(p.axis, rank) if rank else 0
     bias_term = multiply and p.bias_term
     specs: list[BlobSpec] = []
     if len(xs) == 2:
         other_shape = shape_of(xs[1])
         if tuple(shape[axis:axis + len(other_shape)]) != tuple(other_shape) and other_shape:
             raise InvalidModelError(
-                f"layer '{layer.name}' ({layer.type}): second bottom shape {list(other_shape)} "
+                f"second bottom shape {list(other_shape)} "
                 f"does not match input axes from {axis} of {list(shape)}")
         pshape = tuple(other_shape)
     else:
-        pshape = _param_shape(shape, axis, int(p.num_axes), layer)
+        pshape = _param_shape(shape, axis, int(p.num_axes))
         specs.append(BlobSpec(pshape, "gamma" if multiply else "beta"))
     if bias_term:
         specs.append(BlobSpec(pshape, "beta"))
@@ -150,11 +149,11 @@ def convert_lrn(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = one_bottom(b, layer)
     shape = shape_of(x)
     if len(shape) != 4:
-        raise InvalidModelError(f"layer '{layer.name}' (LRN) needs a 4-D input")
+        raise InvalidModelError("needs a 4-D input")
     p = layer.lrn_param
     size = int(p.local_size)
     if size < 1 or size % 2 == 0:
-        raise InvalidModelError(f"layer '{layer.name}' (LRN): local_size {size} must be odd")
+        raise InvalidModelError(f"local_size {size} must be odd")
     squared = b.node(layer, "Mul", [x, x], shape=shape, part="square")
     if p.norm_region == pb.LRNParameter.WITHIN_CHANNEL:
         pad = (size - 1) // 2
@@ -162,6 +161,7 @@ def convert_lrn(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
             "kernel_shape": [size, size], "strides": [1, 1], "pads": [pad] * 4,
             "count_include_pad": 1, "data_format": "NCHW"}, shape=shape, part="window_mean")
         scale, shift = float(p.alpha), 1.0  # Caffe's within-channel form has no k
+        b.mark_read("lrn_param.k")  # so a k given has no effect here
     else:
         channels = shape[1]
         band = channel_window_band(channels, (size - 1) // 2, size // 2)

@@ -21,17 +21,17 @@ def convert_upsample(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     (x,) = b.bottoms(layer)
     shape = shape_of(x)
     if len(shape) != 4:
-        raise InvalidModelError(f"layer '{layer.name}' (Upsample) needs a 4-D input")
+        raise InvalidModelError("needs a 4-D input")
     n, c, h, w = shape
     sh = int(p.scale_h) if p.HasField("scale_h") else int(p.scale)
     sw = int(p.scale_w) if p.HasField("scale_w") else int(p.scale)
     if sh <= 0 or sw <= 0:
-        raise InvalidModelError(f"layer '{layer.name}' (Upsample): scale must be positive")
+        raise InvalidModelError("scale must be positive")
     oh, ow = h * sh, w * sw
     if (p.HasField("upsample_h") and p.upsample_h != oh) or (
             p.HasField("upsample_w") and p.upsample_w != ow):
         raise InvalidModelError(
-            f"layer '{layer.name}' (Upsample): upsample_h/w {p.upsample_h}x{p.upsample_w} "
+            f"upsample_h/w {p.upsample_h}x{p.upsample_w} "
             f"is not the input size times the scale ({oh}x{ow})")
     top = b.top_value(layer, 0, (n, c, oh, ow))
     attrs = {"mode": "nearest", "scales": [1.0, 1.0, float(sh), float(sw)],
@@ -68,10 +68,10 @@ def convert_interp(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
     p = layer.interp_param
     xs = b.bottoms(layer)
     if not 1 <= len(xs) <= 2:
-        raise InvalidModelError(f"layer '{layer.name}' (Interp) needs 1 or 2 bottoms")
+        raise InvalidModelError("needs 1 or 2 bottoms")
     shape = shape_of(xs[0])
     if len(shape) != 4:
-        raise InvalidModelError(f"layer '{layer.name}' (Interp) needs a 4-D input")
+        raise InvalidModelError("needs a 4-D input")
     n, c, h, w = shape
     if len(xs) == 2:
         oh, ow = shape_of(xs[1])[2:4]
@@ -81,7 +81,7 @@ def convert_interp(b: CaffeBuilder, layer: pb.LayerParameter) -> None:
         oh, ow = _interp_size(h, p), _interp_size(w, p)
     if oh <= 0 or ow <= 0:
         raise InvalidModelError(
-            f"layer '{layer.name}' (Interp): set height and width, zoom_factor or shrink_factor")
+            "set height and width, zoom_factor or shrink_factor")
     top = b.top_value(layer, 0, (n, c, oh, ow))
     attrs = {"mode": "linear", "sizes": [n, c, oh, ow],
              "coordinate_transformation_mode": "align_corners"}

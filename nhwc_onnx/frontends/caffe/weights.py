@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...errors import InvalidModelError, UsageError
+from ...errors import ConversionContext, InvalidModelError, UsageError, located
 from . import caffe_pb2 as pb
 from .wire import StoredLayer, read_caffemodel
 
@@ -72,8 +72,7 @@ class WeightSource:
             for spec in specs:
                 if math.prod(spec.shape) > MAX_RANDOM_BLOB:
                     raise InvalidModelError(
-                        f"layer '{layer.name}' ({layer.type}) implies a weight blob of shape "
-                        f"{list(spec.shape)}: refused as absurd")
+                        f"implies a weight blob of shape {list(spec.shape)}: refused as absurd")
             return [np.zeros(spec.shape, np.float32) for spec in specs]  # untouched pages: free
         if self.random:
             self._check_random_budget(layer, specs)
@@ -94,25 +93,25 @@ class WeightSource:
             stored = [_blob_from_proto(b) for b in layer.blobs]
             where = "the prototxt"
         elif not self.origin:
-            raise UsageError(
-                f"layer '{layer.name}' ({layer.type}) needs weights: pass a .caffemodel with "
-                "--weights, or --weights random to check convertibility")
+            # a usage error keeps its message as written: it names the layer itself
+            raise located(UsageError, ConversionContext(layer.name, layer.type, "caffe"),
+                          "needs weights: pass a .caffemodel with --weights, or --weights "
+                          "random to check convertibility")
         else:
             raise InvalidModelError(
-                f"layer '{layer.name}' ({layer.type}) has no weights in {where_of(self.origin)}"
-                f" (the caffemodel does not match this prototxt)")
+                f"has no weights in {where_of(self.origin)} (the caffemodel does not match "
+                "this prototxt)")
         self.used.add(layer.name)
         if len(stored) != len(specs):
             raise InvalidModelError(
-                f"layer '{layer.name}' ({layer.type}) has {len(stored)} blob(s) in {where}, "
-                f"the prototxt implies {len(specs)}")
+                f"has {len(stored)} blob(s) in {where}, the prototxt implies {len(specs)}")
         out = []
         for i, (blob, spec) in enumerate(zip(stored, specs)):
             shape = tuple(int(d) for d in blob.shape)
             if shape != spec.shape:
                 if blob.size != int(np.prod(spec.shape)) or not _same_up_to_ones(shape, spec.shape):
                     raise InvalidModelError(
-                        f"layer '{layer.name}' ({layer.type}) blob {i} has shape {list(shape)} "
+                        f"blob {i} has shape {list(shape)} "
                         f"in {where}, the prototxt implies {list(spec.shape)}")
                 blob = blob.reshape(spec.shape)
             out.append(blob if blob.dtype == np.float32 else blob.astype(np.float32))
@@ -124,7 +123,7 @@ class WeightSource:
         self.random_total += count
         if count > MAX_RANDOM_BLOB or self.random_total > MAX_RANDOM_TOTAL:
             raise InvalidModelError(
-                f"layer '{layer.name}' ({layer.type}) would need {count * 4 / 2**30:.1f} GiB of "
+                f"would need {count * 4 / 2**30:.1f} GiB of "
                 f"random weights ({self.random_total * 4 / 2**30:.1f} GiB so far); the limit "
                 f"for --weights random is {MAX_RANDOM_TOTAL * 4 / 2**30:.0f} GiB")
 

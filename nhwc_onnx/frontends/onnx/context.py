@@ -9,16 +9,15 @@ static shapes (folded here only because a core attribute needs the number).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ...errors import InvalidAttributeError
 from ...ir import CORE, Graph, Node, Value
 from ...schemas import batch_values
-from ..base import Refusal
+from ..context import NodeContext, Refusal
 
 
 class ImportedGraph(Protocol):
@@ -40,9 +39,10 @@ class ImportedGraph(Protocol):
     def known_rank_shape(self, name: str) -> tuple | None: ...
 
 
-# Attributes without effect on inference results (training, legacy bookkeeping).
-IGNORED_ATTRIBUTES = frozenset({"consumed_inputs", "is_test", "momentum", "storage_order",
-                                "seed", "saturate"})
+# Attributes without effect on inference results (training, legacy bookkeeping): a converter
+# need not read them (frontends/context.py).
+WITHOUT_EFFECT = frozenset({"consumed_inputs", "is_test", "momentum", "storage_order", "seed",
+                            "saturate"})
 
 
 def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:
@@ -60,15 +60,16 @@ def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:
     return out
 
 
-class NodeCtx:
+class NodeCtx(NodeContext):
+    framework = "onnx"
+
     def __init__(self, importer: ImportedGraph, proto: onnx.NodeProto, name: str, version: int):
+        super().__init__()
+        self.begin_node(name, proto.op_type)
         self.importer = importer
         self.proto = proto
-        self.name = name
-        self.op = proto.op_type
         self.version = version
         self.attrs = attribute_values(proto)
-        self.read_attrs: set[str] = set()
         self.emitted: list[Node] = []  # core nodes this ONNX node became, for the checks
 
     # -- reading ----------------------------------------------------------------------------
@@ -124,13 +125,14 @@ class NodeCtx:
         self.importer.batch_findings.append(batch_values.attribute_finding(
             name, meta, value, probe, self.name, self.op, what))
 
-    def attr(self, name: str, default: Any = None) -> Any:
-        self.read_attrs.add(name)
-        return self.attrs.get(name, default)
+    def attribute_names(self) -> list[str]:
+        return list(self.attrs)
 
-    def unread_attributes(self) -> list[str]:
-        """Attributes the converter never looked at: their meaning would be silently lost."""
-        return sorted(set(self.attrs) - self.read_attrs - IGNORED_ATTRIBUTES)
+    def attribute_value(self, name: str) -> Any:
+        return self.attrs.get(name)
+
+    def without_effect(self, name: str) -> bool:
+        return name in WITHOUT_EFFECT
 
     def shape(self, index: int) -> tuple | None:
         """Static shape of an input as ONNX shape inference sees it (None: unknown)."""
@@ -146,9 +148,6 @@ class NodeCtx:
     def is_used(self, tensor: str) -> bool:
         """Whether any node or graph output reads this tensor."""
         return tensor in self.importer.used_names
-
-    def refuse(self, reason: str) -> NoReturn:
-        raise Refusal(reason)
 
     # -- writing ----------------------------------------------------------------------------
     @property
@@ -206,8 +205,7 @@ def flag(ctx: NodeCtx, name: str, default: int) -> int:
     """A 0/1 attribute (keepdims, allowzero): any other value is a broken model."""
     value = int(ctx.attr(name, default))
     if value not in (0, 1):
-        raise InvalidAttributeError(f"node '{ctx.name}' ({ctx.op}): {name} must be 0 or 1, "
-                                    f"found {value}")
+        raise ctx.invalid_attribute(f"{name} must be 0 or 1, found {value}")
     return value
 
 
@@ -222,12 +220,12 @@ def check_shape_input(ctx: NodeCtx, index: int, what: str, lowest: int) -> None:
         dtype = str(value.dtype)
     else:
         dtype = folder.dtypes.get(name) if folder is not None else None
-    where = f"node '{ctx.name}' ({ctx.op}): {what} '{name}'"
+    where = f"{what} '{name}'"
     if dtype is not None and np.dtype(dtype).kind not in "iu":
-        raise InvalidAttributeError(f"{where} has element type {dtype}; it must be integer")
+        raise ctx.invalid_attribute(f"{where} has element type {dtype}; it must be integer")
     shape = tuple(value.shape) if value is not None else ctx.importer.known_rank_shape(name)
     if shape is not None and len(shape) != 1:
-        raise InvalidAttributeError(f"{where} has rank {len(shape)}; it must be 1-D")
+        raise ctx.invalid_attribute(f"{where} has rank {len(shape)}; it must be 1-D")
     if value is not None and value.size and int(np.min(value)) < lowest:
-        raise InvalidAttributeError(
+        raise ctx.invalid_attribute(
             f"{where} is {ints(value)}; entries must be >= {lowest}")

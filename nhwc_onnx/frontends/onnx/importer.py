@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ...errors import InvalidAttributeError, InvalidModelError, NodeProblem, UsageError
+from ...errors import InvalidModelError, NodeProblem, UsageError
 from ...ir import CORE, NCHW, Graph, Model, Value
 from ...ir.input_shapes import batch_symbol, find_override, input_shape, is_open
 from ...ir.metadata import KEY_SOURCE_FILE, KEY_SOURCE_FRAMEWORK
@@ -247,17 +247,14 @@ class OnnxImporter:
                              keep_going=self.graph if keep_going else None)
 
     def _convert_node(self, converter: Converter, node: onnx.NodeProto,
-                      names: dict[int, str]) -> None:
+                      names: dict[int, str]) -> NodeCtx:
         name = names[id(node)]
         schema = self._schema_of(node)
         _check_attribute_types(node, schema)
         ctx = NodeCtx(self, node, name, int(schema.since_version))
         converter.fn(ctx, node)
-        _check_emitted_attributes(ctx.emitted, name, node.op_type)
-        unread = ctx.unread_attributes()
-        if unread:
-            raise Refusal(f"attribute(s) {unread} are not supported by this converter "
-                          "(the node converts without them)")
+        _check_emitted_attributes(ctx)
+        return ctx  # the loop checks its unread attributes
 
     def _dtype_problems(self) -> list[NodeProblem]:
         """The dialect computes in float32 only: say so for other graph inputs and outputs
@@ -299,11 +296,11 @@ def _check_attribute_types(node: onnx.NodeProto, schema) -> None:
                           f"{node.op_type} takes {kind(expected)}: the model is malformed")
 
 
-def _check_emitted_attributes(nodes, name: str, op: str) -> None:
+def _check_emitted_attributes(ctx: NodeCtx) -> None:
     """The core schemas' attribute rules, applied right after conversion: a value no core op
     accepts (transA = 2, a mode outside the list) came from the source node, so the source
     node is named, instead of the final dialect check calling it a bug of nhwc-onnx."""
-    for node in nodes:
+    for node in ctx.emitted:
         schema = CORE_OPS.get(node.op) if node.domain == CORE else None
         if schema is None:
             continue
@@ -311,7 +308,7 @@ def _check_emitted_attributes(nodes, name: str, op: str) -> None:
             spec = schema.attrs.get(attr_name)
             reason = check_attr_value(attr_name, spec, value) if spec is not None else None
             if reason is not None:
-                raise InvalidAttributeError(f"node '{name}' ({op}): {reason}")
+                raise ctx.invalid_attribute(reason)
 
 
 def _type_of(proto: onnx.ValueInfoProto) -> tuple[str, tuple | None]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ...errors import InvalidAttributeError, InvalidModelError
 from .context import NodeCtx, flag
 from .registry import REGISTRY
 
@@ -178,13 +177,13 @@ def softmax(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     x = ctx.require_input(0, "X")
     rank = ctx.rank(0)
     if rank == 0:
-        raise InvalidModelError(f"node '{ctx.name}' ({ctx.op}): the input is a scalar; "
+        raise ctx.invalid("the input is a scalar; "
                                 "softmax needs an axis (rank >= 1)")
     if ctx.version >= 13:
         axis = int(ctx.attr("axis", -1))
         if rank is not None and not -rank <= axis < rank:
-            raise InvalidAttributeError(
-                f"node '{ctx.name}' ({ctx.op}): axis {axis} is out of range for rank {rank}")
+            raise ctx.invalid_attribute(
+                f"axis {axis} is out of range for rank {rank}")
         ctx.emit(ctx.op, [x], {"axis": axis})
         return
     if rank is None:

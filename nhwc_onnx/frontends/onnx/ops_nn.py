@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ...errors import InvalidAttributeError
 from ..lrn import channel_window_band
 from .context import NodeCtx, ints
 from .registry import REGISTRY
@@ -36,11 +35,11 @@ def _positive(ctx: NodeCtx, name: str, default: list[int]) -> list[int]:
     """Strides, dilations and kernel sizes of 0 or less are a broken model, not a refusal."""
     value = _spatial(ctx, name, default)
     if any(v < 1 for v in value):
-        raise InvalidAttributeError(
-            f"node '{ctx.name}' ({ctx.op}): {name} {value} must all be >= 1")
+        raise ctx.invalid_attribute(
+            f"{name} {value} must all be >= 1")
     if any(v > MAX_WINDOW for v in value):
-        raise InvalidAttributeError(
-            f"node '{ctx.name}' ({ctx.op}): {name} {value} exceed {MAX_WINDOW}; refused as "
+        raise ctx.invalid_attribute(
+            f"{name} {value} exceed {MAX_WINDOW}; refused as "
             "absurd")
     return value
 
@@ -48,15 +47,15 @@ def _positive(ctx: NodeCtx, name: str, default: list[int]) -> list[int]:
 def _group(ctx: NodeCtx) -> int:
     group = int(ctx.attr("group", 1))
     if group < 1:
-        raise InvalidAttributeError(f"node '{ctx.name}' ({ctx.op}): group {group} must be >= 1")
+        raise ctx.invalid_attribute(f"group {group} must be >= 1")
     return group
 
 
 def _blocksize(ctx: NodeCtx) -> int:
     size = ctx.attr("blocksize")
     if size is None or int(size) < 1:
-        raise InvalidAttributeError(
-            f"node '{ctx.name}' ({ctx.op}): blocksize must be given and >= 1, found {size}")
+        raise ctx.invalid_attribute(
+            f"blocksize must be given and >= 1, found {size}")
     return int(size)
 
 
@@ -84,8 +83,8 @@ def _kernel(ctx: NodeCtx) -> list[int]:
         ctx.refuse("kernel_shape is absent and the weight's shape is unknown")
     kernel = [int(wshape[2]), int(wshape[3])]
     if min(kernel) < 1:
-        raise InvalidAttributeError(
-            f"node '{ctx.name}' ({ctx.op}): the weight's kernel {kernel} is empty")
+        raise ctx.invalid_attribute(
+            f"the weight's kernel {kernel} is empty")
     return kernel
 
 
@@ -161,8 +160,8 @@ def conv_transpose(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     dilations = _positive(ctx, "dilations", [1, 1])
     out_pad = _spatial(ctx, "output_padding", [0, 0])
     if any(p < 0 for p in out_pad):
-        raise InvalidAttributeError(
-            f"node '{ctx.name}' ({ctx.op}): output_padding {out_pad} must be >= 0")
+        raise ctx.invalid_attribute(
+            f"output_padding {out_pad} must be >= 0")
     attrs = {
         "kernel_shape": kernel, "strides": strides, "dilations": dilations,
         "group": _group(ctx), "output_padding": out_pad, "auto_pad": mode,

@@ -11,7 +11,6 @@ import math
 import numpy as np
 import onnx
 
-from ...errors import InvalidAttributeError
 from .context import NodeCtx, ints
 from .registry import REGISTRY
 
@@ -94,8 +93,8 @@ def resize(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     else:
         wanted = ints(sizes)
         if any(d < 1 for d in wanted):
-            raise InvalidAttributeError(
-                f"node '{ctx.name}' ({ctx.op}): output sizes {wanted} must all be >= 1")
+            raise ctx.invalid_attribute(
+                f"output sizes {wanted} must all be >= 1")
         attrs["sizes"] = _full_rank(ctx, wanted, axes, ctx.shape(0))
     ctx.emit("Resize", [ctx.require_input(0, "X")], attrs)
 
@@ -156,11 +155,11 @@ def _checked_scales(ctx: NodeCtx, scales) -> list[float]:
     try:
         values = [float(s) for s in np.asarray(scales, dtype=np.float64).reshape(-1)]
     except (TypeError, ValueError):
-        raise InvalidAttributeError(
-            f"node '{ctx.name}' ({ctx.op}): scales are not numbers") from None
+        raise ctx.invalid_attribute(
+            "scales are not numbers") from None
     if not values or any(not math.isfinite(s) or s <= 0 for s in values):
-        raise InvalidAttributeError(
-            f"node '{ctx.name}' ({ctx.op}): scales {values} must be finite and > 0")
+        raise ctx.invalid_attribute(
+            f"scales {values} must be finite and > 0")
     return values
 
 

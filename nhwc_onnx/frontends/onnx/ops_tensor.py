@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ...errors import InvalidAttributeError
 from .context import NodeCtx, check_shape_input, flag, ints
 from .registry import REGISTRY
 
@@ -119,12 +118,12 @@ def split(ctx: NodeCtx, node: onnx.NodeProto) -> None:
 
 def _check_split_sizes(ctx: NodeCtx, sizes: list[int], axis: int) -> None:
     if any(s < 0 for s in sizes):
-        raise InvalidAttributeError(
-            f"node '{ctx.name}' ({ctx.op}): split sizes {sizes} must not be negative")
+        raise ctx.invalid_attribute(
+            f"split sizes {sizes} must not be negative")
     shape = ctx.shape(0)
     if shape is not None and -len(shape) <= axis < len(shape) and sum(sizes) != shape[axis]:
-        raise InvalidAttributeError(
-            f"node '{ctx.name}' ({ctx.op}): split sizes {sizes} do not add up to the "
+        raise ctx.invalid_attribute(
+            f"split sizes {sizes} do not add up to the "
             f"dimension {shape[axis]} of axis {axis}")
 
 
@@ -211,13 +210,13 @@ def _reduce_axes(ctx: NodeCtx) -> list[int] | None:
     rank = ctx.rank(0)
     if axes is not None and rank is not None:
         if any(not -rank <= a < rank for a in axes):
-            raise InvalidAttributeError(
-                f"node '{ctx.name}' ({ctx.op}): axes {axes} are out of range for rank {rank}")
+            raise ctx.invalid_attribute(
+                f"axes {axes} are out of range for rank {rank}")
         if len({a % rank for a in axes}) != len(axes):
-            raise InvalidAttributeError(
-                f"node '{ctx.name}' ({ctx.op}): axes {axes} name an axis twice")
+            raise ctx.invalid_attribute(
+                f"axes {axes} name an axis twice")
     elif axes is not None and len(set(axes)) != len(axes):
-        raise InvalidAttributeError(f"node '{ctx.name}' ({ctx.op}): axes {axes} repeat an axis")
+        raise ctx.invalid_attribute(f"axes {axes} repeat an axis")
     return axes
 
 
@@ -288,7 +287,7 @@ def argmax(ctx: NodeCtx, node: onnx.NodeProto) -> None:
 def constant(ctx: NodeCtx, node: onnx.NodeProto) -> None:
     """A constant tensor: the output becomes a constant value (no node)."""
     attrs = ctx.attrs
-    ctx.read_attrs.update(attrs)
+    ctx.mark_read(*attrs)
     if "value" in attrs:
         array = np.asarray(attrs["value"])
     elif "value_float" in attrs:

@@ -1,5 +1,7 @@
-"""What a converter sees: its node's inputs as IR Values, typed attributes, and helpers that
-emit core nodes named after the TensorFlow node (helpers get '<name>/<suffix>')."""
+"""What a converter sees: its node's inputs as IR Values, typed attributes (reads recorded by
+the node's ``Attrs``), and helpers that emit core nodes named after the TensorFlow node (helpers
+get '<name>/<suffix>'). One context serves the whole graph: ``begin(node)`` makes a node the
+current one (the contract of ``frontends/context.py``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -7,11 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InvalidModelError
 from ...ir import CORE, Graph, Node, Value
 from ...schemas import CORE_OPS, batch_values
 from ...schemas.core import infer_dtypes
-from ..base import Refusal
+from ..context import NodeContext, Refusal
 from . import shapes
 from .tensors import Attrs
 from .tfnodes import Ref, TFNode
@@ -21,9 +22,37 @@ MAX_GENERATED_ELEMENTS = 1 << 28  # Fill/Tile/Range/... beyond this are corrupt,
 # Expand and Tile repeat along them, MatMul is a per-pixel Dense ([N,H,W,C] x [C,K]).
 _KEEP_INPUT_AXES = frozenset({"Expand", "MatMul", "Tile"})
 
+# Attributes that leave what a node computes at inference unchanged: an implementation hint,
+# training settings (FusedBatchNorm's running-average factor, is_training true being refused;
+# MatMul's and BatchMatMul's marks of a gradient operand), the count of inputs (N: AddN,
+# ConcatV2, Pack ... read their inputs). Element types (T, dtype, Tidx ...) are recognised by
+# their kind and bookkeeping (_output_shapes, _class ...) by its leading underscore.
+_WITHOUT_EFFECT = frozenset({"use_cudnn_on_gpu", "exponential_avg_factor", "N",
+                             "grad_a", "grad_b", "grad_x", "grad_y"})
+# ... and for one op only: SplitV's count of outputs (its size_splits input says it all),
+# Gather's validate_indices (TensorFlow ignores it), Equal's answer to shapes that do not
+# broadcast (such shapes do not convert at all).
+_WITHOUT_EFFECT_FOR = {"SplitV": frozenset({"num_split"}),
+                       "Gather": frozenset({"validate_indices"}),
+                       "Equal": frozenset({"incompatible_shape_error"})}
 
-class TFContext:
+
+def without_effect(attrs: Attrs, name: str) -> bool:
+    """Whether a TensorFlow attribute need not be read (see ``_WITHOUT_EFFECT``); judged in
+    the mode the node uses: explicit_paddings counts only with padding EXPLICIT (TensorFlow
+    requires it empty otherwise)."""
+    if name.startswith("_") or name in _WITHOUT_EFFECT or attrs.is_type(name):
+        return True
+    if name == "explicit_paddings":
+        return attrs.value("padding") != "EXPLICIT"
+    return name in _WITHOUT_EFFECT_FOR.get(attrs.op, ())
+
+
+class TFContext(NodeContext):
+    framework = "tensorflow"
+
     def __init__(self, graph: Graph, options):
+        super().__init__()
         self.graph = graph
         self.options = options
         self.values: dict[Ref, Value] = {}
@@ -39,6 +68,8 @@ class TFContext:
     def begin(self, node: TFNode) -> None:
         self._node = node
         self._own_name_free = True
+        node.attrs.read.clear()  # what earlier stages asked for is not the converter's reading
+        self.begin_node(node.name, node.op, node.attrs.read)
 
     @property
     def node(self) -> TFNode:
@@ -47,12 +78,17 @@ class TFContext:
         return self._node
 
     @property
-    def name(self) -> str:
-        return self.node.name
-
-    @property
     def attrs(self) -> Attrs:
         return self.node.attrs
+
+    def attribute_names(self) -> set[str]:
+        return self.node.attrs.names()
+
+    def attribute_value(self, name: str) -> Any:
+        return self.node.attrs.value(name)
+
+    def without_effect(self, name: str) -> bool:
+        return without_effect(self.node.attrs, name)
 
     @property
     def n_inputs(self) -> int:
@@ -92,7 +128,7 @@ class TFContext:
         """A constant input TensorFlow requires to hold one value (an axis, a fill value)."""
         value = np.asarray(self.need_const(index, what))
         if value.size != 1:
-            raise InvalidModelError(f"{what} (input {index}) must be a scalar, found shape "
+            raise self.invalid(f"{what} (input {index}) must be a scalar, found shape "
                                     f"{list(value.shape)}")
         return value.reshape(())
 
@@ -118,10 +154,8 @@ class TFContext:
         for d in shape:
             count *= max(int(d), 0)
         if count > MAX_GENERATED_ELEMENTS:
-            raise InvalidModelError(
-                f"node '{self.name}' ({self.node.op}) would create {what} of shape "
-                f"{list(shape)} ({count} elements): not a plausible model"
-            )
+            raise self.invalid(f"would create {what} of shape {list(shape)} ({count} "
+                               "elements): not a plausible model")
 
     def check_same_dtype(self, *indices: int) -> None:
         """TensorFlow requires these inputs to share one element type; a graph where they do
@@ -129,9 +163,7 @@ class TFContext:
         found = {i: self.input(i).dtype for i in indices}
         if len(set(found.values())) > 1:
             listed = ", ".join(f"input {i} is {d}" for i, d in found.items())
-            raise InvalidModelError(
-                f"node '{self.name}' ({self.node.op}): {listed}; TensorFlow requires one type"
-            )
+            raise self.invalid(f"{listed}; TensorFlow requires one type")
 
     def rank(self, index: int, why: str) -> int:
         shape = self.input(index).shape

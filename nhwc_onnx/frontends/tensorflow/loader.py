@@ -60,8 +60,8 @@ def convert_graphdef(graph_def, options: ConvertOptions, source_file: str,
     def blocked(node: TFNode) -> bool:
         return any(ref not in ctx.values or ref in after_refusal for ref in node.inputs)
 
-    def convert_blocked(converter: Converter, node: TFNode) -> None:
-        _convert_on_stand_ins(ctx, converter, node, after_refusal)
+    def convert_blocked(converter: Converter, node: TFNode) -> TFContext:
+        return _convert_on_stand_ins(ctx, converter, node, after_refusal)
 
     refused = convert_nodes(
         [n for n in prepared.order if n.name not in input_nodes], REGISTRY, FRAMEWORK,
@@ -78,7 +78,13 @@ def convert_graphdef(graph_def, options: ConvertOptions, source_file: str,
     return model
 
 
-def _convert(ctx: TFContext, converter: Converter, node: TFNode) -> int:
+def _convert(ctx: TFContext, converter: Converter, node: TFNode) -> TFContext:
+    """Convert one node (the loop then checks the attributes it read)."""
+    _convert_outputs(ctx, converter, node)
+    return ctx
+
+
+def _convert_outputs(ctx: TFContext, converter: Converter, node: TFNode) -> int:
     """Convert one node; returns how many outputs it made."""
     ctx.begin(node)
     count = 0
@@ -90,7 +96,7 @@ def _convert(ctx: TFContext, converter: Converter, node: TFNode) -> int:
 
 
 def _convert_on_stand_ins(ctx: TFContext, converter: Converter, node: TFNode,
-                          after_refusal: set[Ref]) -> None:
+                          after_refusal: set[Ref]) -> TFContext:
     """Convert a node downstream of a refusal: what a refused node should have made is a value
     no node produces and of unknown shape (the passes then judge the core ops that read it, as
     for an ONNX graph); its outputs are downstream of the refusal too."""
@@ -98,8 +104,9 @@ def _convert_on_stand_ins(ctx: TFContext, converter: Converter, node: TFNode,
         if ref not in ctx.values:
             ctx.values[ref] = Value(ref_name(ref), str(node.attrs.dtype("T", "float32")))
             after_refusal.add(ref)
-    made = _convert(ctx, converter, node)
+    made = _convert_outputs(ctx, converter, node)
     after_refusal.update((node.name, i) for i in range(made))
+    return ctx
 
 
 def _graph_layout(order: list[TFNode]) -> str:

@@ -64,8 +64,7 @@ def convert_concat(ctx: TFContext, node: TFNode) -> list[Value]:
     """Concatenate along a constant axis (last input for V2, first for V1)."""
     n = ctx.n_inputs
     if n < 2:
-        raise InvalidModelError(f"{node.op} has {n} input(s); it needs at "
-                                "least one value and the axis")
+        raise InvalidModelError(f"has {n} input(s); it needs at least one value and the axis")
     axis_index, values = (n - 1, range(n - 1)) if node.op == "ConcatV2" else (0, range(1, n))
     axis = _axis_list(ctx.need_const(axis_index, "axis"))[0]
     inputs = [ctx.input(i) for i in values]
@@ -210,7 +209,7 @@ def convert_range(ctx: TFContext, node: TFNode) -> list[Value]:
     if all(b is not None for b in bounds):
         start, limit, delta = (float(np.asarray(b).reshape(())) for b in bounds)
         if delta == 0:
-            raise InvalidModelError(f"node '{ctx.name}' (Range): delta is 0")
+            raise InvalidModelError("delta is 0")
         ctx.check_size((max(int(np.ceil((limit - start) / delta)), 0),), "a range")
     return [ctx.emit1("Range", [ctx.input(0), ctx.input(1), ctx.input(2)])]
 

@@ -26,6 +26,7 @@ def convert_placeholder(ctx: TFContext, node: TFNode) -> list[Value]:
 @REGISTRY.register("PlaceholderWithDefault", emits=())
 def convert_placeholder_with_default(ctx: TFContext, node: TFNode) -> list[Value]:
     """Not fed: its default value (name it in --inputs to make it a graph input)."""
+    ctx.mark_read(*ctx.attribute_names())  # the shape it declares leaves the value as it is
     return [ctx.input(0)]
 
 
@@ -33,6 +34,9 @@ def convert_placeholder_with_default(ctx: TFContext, node: TFNode) -> list[Value
                    "EnsureShape", "DebugIdentity", emits=())
 def convert_identity(ctx: TFContext, node: TFNode) -> list[Value]:
     """Passes its input through at inference."""
+    # what its attributes say (an error message, a shape it asserts, debugging settings)
+    # leaves the value as it is
+    ctx.mark_read(*ctx.attribute_names())
     return [ctx.input(0)]
 
 

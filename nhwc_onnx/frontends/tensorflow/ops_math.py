@@ -157,9 +157,20 @@ def convert_cast(ctx: TFContext, node: TFNode) -> list[Value]:
     if to is None:
         raise Refusal("Cast without a DstT type")
     x = ctx.input(0)
+    if ctx.attrs.bool("Truncate", False) and _narrows_float(x.dtype, np.dtype(to)):
+        raise Refusal(f"Truncate=true drops mantissa bits from {x.dtype} to {to} instead of "
+                      "rounding; Truncate=false would convert")
     if x.dtype == str(to):
         return [x]
     return [ctx.emit1("Cast", [x], {"to": str(to)})]
+
+
+def _narrows_float(source: str | None, target: np.dtype) -> bool:
+    """Whether a cast goes from a float type to a narrower one (where Truncate matters)."""
+    if not source:
+        return False
+    found = np.dtype(source)
+    return found.kind == "f" and target.kind == "f" and target.itemsize < found.itemsize
 
 
 @REGISTRY.register("ArgMin", emits=("Neg", "ArgMax", "Cast"))

@@ -12,9 +12,15 @@ from typing import Any, TypeGuard, overload
 
 import numpy as np
 
-from ...errors import InvalidAttributeError, InvalidModelError, ModelLoadError
+from ...errors import (
+    ConversionContext,
+    InvalidAttributeError,
+    InvalidModelError,
+    ModelLoadError,
+    located,
+)
 from ...files.reads import mapped_array
-from ..base import Refusal
+from ..context import Refusal
 
 # TensorFlow DataType enum value -> numpy dtype (reference types map like their base type).
 _DTYPES: dict[int, np.dtype] = {
@@ -147,6 +153,32 @@ class Attrs:
         self._buffer = buffer  # where lifted weights live (see wire.py)
         self.attr_map = attr_map  # the NodeDef's own map, for binding function attributes
         self._overrides: dict = {}  # rewritten attributes (patterns.py); the proto stays as is
+        self.read: set[builtins.str] = set()  # names asked for (the converter's, see TFContext)
+
+    @property
+    def where(self) -> ConversionContext:
+        return ConversionContext(self.node_name, self.op, "tensorflow")
+
+    def names(self) -> set[builtins.str]:
+        """Every attribute the node carries."""
+        return set(self._map) | set(self._overrides)
+
+    def is_type(self, name: builtins.str) -> builtins.bool:
+        """Whether the attribute holds element types (a DataType or a list of them)."""
+        value = self._lookup(name)
+        which = None if value is None else value.WhichOneof("value")
+        return which == "type" or (which == "list" and len(value.list.type) > 0)
+
+    def value(self, name: builtins.str) -> Any:
+        """The attribute as a Python value of its own kind, or None (not recorded as read:
+        the caller records what it reads)."""
+        value = self._lookup(name)
+        which = None if value is None else value.WhichOneof("value")
+        if which is None or which == "placeholder":
+            return None
+        if which == "type":
+            return value.type
+        return self._decode(name, value, which, None)
 
     def override(self, name: str, value) -> None:
         """Replace one attribute (an AttrValue) for this node only."""
@@ -154,6 +186,10 @@ class Attrs:
 
     def raw(self, name: str):
         """The AttrValue message of ``name`` (placeholders resolved), or None."""
+        self.read.add(name)
+        return self._lookup(name)
+
+    def _lookup(self, name: builtins.str):
         if name in self._overrides:
             return self._overrides[name]
         if name not in self._map:
@@ -167,12 +203,12 @@ class Attrs:
         return self.raw(name) is not None
 
     def _bad(self, name: str, want: str) -> InvalidAttributeError:
-        return InvalidAttributeError(
-            f"node '{self.node_name}' ({self.op}): attribute '{name}' is not {want}"
-        )
+        return located(InvalidAttributeError, self.where, f"attribute '{name}' is not {want}")
 
     def get(self, name: str, kind: str, default: Any = None) -> Any:
-        value = self.raw(name)
+        return self._decode(name, self.raw(name), kind, default)
+
+    def _decode(self, name: str, value, kind: str, default: Any) -> Any:
         if value is None:
             return default
         which = value.WhichOneof("value")
@@ -196,8 +232,12 @@ class Attrs:
         if kind == "shape":
             return shape_from_proto(value.shape)
         if kind == "tensor":
-            return tensor_to_numpy(value.tensor, f"attribute '{name}' of node '{self.node_name}'",
-                                   self._buffer)
+            # an element type not handled is a refusal inside a converter: said as before
+            numpy_dtype(value.tensor.dtype, f"attribute '{name}' of node '{self.node_name}'")
+            try:
+                return tensor_to_numpy(value.tensor, f"attribute '{name}'", self._buffer)
+            except (InvalidModelError, ModelLoadError) as exc:  # named at the node, once
+                raise located(type(exc), self.where, str(exc)) from None
         return getattr(value, kind)
 
     # Given a default, the typed getters return a value (the attribute's, else the default).
