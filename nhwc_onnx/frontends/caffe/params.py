@@ -77,8 +77,11 @@ def field_value(layer: pb.LayerParameter, name: str) -> Any:
 
 
 def without_effect(name: str) -> bool:
+    """Whether ``param.field`` leaves inference unchanged; every filler does (Normalize's
+    scale_filler, BN's slope_filler ...: the caffemodel holds the trained values)."""
     param, _, field = name.partition(".")
-    return param in SOURCE_PARAMS or field in FIELDS_WITHOUT_EFFECT
+    return (param in SOURCE_PARAMS or field in FIELDS_WITHOUT_EFFECT
+            or field.endswith("_filler"))
 
 
 class TrackedLayer:

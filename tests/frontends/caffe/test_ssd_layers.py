@@ -40,6 +40,9 @@ NORMALIZE_CASES = {
     "per_position_shared": "across_spatial: false channel_shared: true",
     "across_spatial_large_eps": "across_spatial: true channel_shared: true eps: 30",
     "per_position_large_eps": "across_spatial: false channel_shared: false eps: 0.5",
+    # as SSD's deploy prototxts write it: a filler only training reads (the scale comes from
+    # the caffemodel), which the unread-attribute check must let pass
+    "with_scale_filler": "across_spatial: false scale_filler { type: \"constant\" value: 20 }",
 }  # an eps of the order of the sums of squares: only eps inside the square root matches
 
 
