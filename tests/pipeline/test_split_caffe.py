@@ -3,8 +3,6 @@ standard ONNX, split as an ONNX source is; each pipeline run on random inputs ag
 running the prototxt and caffemodel (1e-4), checked by ``check``."""
 from __future__ import annotations
 
-import json
-
 import cv2
 import numpy as np
 
@@ -13,6 +11,7 @@ from nhwc_onnx.api import convert
 from nhwc_onnx.options import ConvertOptions
 from tests.cli_runner import run_cli
 from tests.pipeline import caffe_models as models
+from tests.pipeline.splitting import kinds, split_and_check
 
 TOL = 1e-4
 
@@ -51,16 +50,7 @@ def assert_matches_opencv(folder, proto, weights, batch: int | None = None) -> N
 
 
 def split_cli(proto, weights, out, *extra):
-    result = run_cli("convert", proto, "--weights", weights, "--split", "-o", out, *extra)
-    assert result.exit_code == 0, result.output
-    checked = run_cli("check", out)
-    assert checked.exit_code == 0, checked.output
-    assert "valid pipeline" in checked.stdout
-    return json.loads((out / "pipeline.json").read_text()), result
-
-
-def kinds(manifest) -> list[str]:
-    return [s["kind"] for s in manifest["segments"]]
+    return split_and_check([proto, "--weights", weights], out, *extra)
 
 
 def test_lrn_net_alternates_five_segments_and_matches_opencv(tmp_path):

@@ -16,6 +16,7 @@ from nhwc_onnx import pipeline as pipelines
 from nhwc_onnx.api import convert
 from tests.cli_runner import run_cli
 from tests.pipeline import models
+from tests.pipeline.splitting import built_and_split, kinds
 
 TOL = 1e-4
 REPO = Path(__file__).resolve().parents[2]
@@ -60,20 +61,7 @@ def assert_pipeline_matches_source(folder, source, batch: int | None = None) -> 
 
 
 def split_cli(tmp_path, build, *extra):
-    tmp_path.mkdir(exist_ok=True)
-    source = build(tmp_path / "model.onnx")
-    out = tmp_path / "model_split"
-    result = run_cli("convert", source, "--split", "-o", out, *extra)
-    assert result.exit_code == 0, result.output
-    manifest = json.loads((out / "pipeline.json").read_text())
-    checked = run_cli("check", out)
-    assert checked.exit_code == 0, checked.output
-    assert "valid pipeline" in checked.stdout
-    return source, out, manifest, result
-
-
-def kinds(manifest) -> list[str]:
-    return [s["kind"] for s in manifest["segments"]]
+    return built_and_split(tmp_path, build, "model.onnx", *extra)
 
 
 # -- the model families -------------------------------------------------------------------------

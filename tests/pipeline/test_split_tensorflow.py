@@ -12,6 +12,7 @@ from nhwc_onnx import pipeline as pipelines
 from nhwc_onnx.api import convert
 from tests.cli_runner import run_cli
 from tests.pipeline import tf_models as models
+from tests.pipeline.splitting import built_and_split, kinds
 
 TOL = 1e-4
 
@@ -41,20 +42,7 @@ def assert_matches_tensorflow(folder, source, batch: int | None = None) -> None:
 
 
 def split_cli(tmp_path, build, *extra):
-    tmp_path.mkdir(exist_ok=True)
-    source = build(tmp_path / "model.pb")
-    out = tmp_path / "model_split"
-    result = run_cli("convert", source, "--split", "-o", out, *extra)
-    assert result.exit_code == 0, result.output
-    manifest = json.loads((out / "pipeline.json").read_text())
-    checked = run_cli("check", out)
-    assert checked.exit_code == 0, checked.output
-    assert "valid pipeline" in checked.stdout
-    return source, out, manifest, result
-
-
-def kinds(manifest) -> list[str]:
-    return [s["kind"] for s in manifest["segments"]]
+    return built_and_split(tmp_path, build, "model.pb", *extra)
 
 
 def standard_ops(out, manifest) -> set[str]:
