@@ -103,3 +103,45 @@ def conv_lstm(folder: Path) -> Path:
     proto = folder / "conv_lstm.prototxt"
     proto.write_text(text)
     return proto
+
+
+def convnext_block(folder: Path) -> tuple[Path, Path]:
+    """A ConvNeXt-style block from Caffe layers: a stem conv, a depthwise 7x7, a LayerNorm
+    over channels at each position (channels moved onto H by Reshape and Permute, then MVN,
+    whose per-"channel" statistics are then per position), two 1x1 convs around a tanh GELU
+    (0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3)))), a residual sum, then a head."""
+    dim, hw = 8, H * W
+    text = (_input() + _conv("stem", "data", dim)
+            + f'layer {{ name: "dw" type: "Convolution" bottom: "stem" top: "dw" '
+              f'convolution_param {{ num_output: {dim} kernel_size: 7 pad: 3 group: {dim} }} }}\n'
+            + f'layer {{ name: "tokens" type: "Reshape" bottom: "dw" top: "tokens" '
+              f'reshape_param {{ shape {{ dim: 0 dim: {dim} dim: {hw} dim: 1 }} }} }}\n'
+            + 'layer { name: "by_position" type: "Permute" bottom: "tokens" '
+              'top: "by_position" permute_param { order: 0 order: 2 order: 1 order: 3 } }\n'
+            + 'layer { name: "norm" type: "MVN" bottom: "by_position" top: "norm" }\n'
+            + 'layer { name: "by_channel" type: "Permute" bottom: "norm" top: "by_channel" '
+              'permute_param { order: 0 order: 2 order: 1 order: 3 } }\n'
+            + f'layer {{ name: "maps" type: "Reshape" bottom: "by_channel" top: "maps" '
+              f'reshape_param {{ shape {{ dim: 0 dim: {dim} dim: {H} dim: {W} }} }} }}\n'
+            + _conv("pw1", "maps", 4 * dim, k=1) + _gelu("act", "pw1")
+            + _conv("pw2", "act", dim, k=1)
+            + 'layer { name: "residual" type: "Eltwise" bottom: "stem" bottom: "pw2" '
+              'top: "residual" }\n' + _head("residual", 5))
+    return write(folder, text, "convnext_block")
+
+
+def _gelu(name: str, bottom: str) -> str:
+    """GELU's tanh form in Caffe layers; its top is ``name``."""
+    return (f'layer {{ name: "{name}/cube" type: "Power" bottom: "{bottom}" '
+            f'top: "{name}/cube" power_param {{ power: 3 scale: 1 }} }}\n'
+            f'layer {{ name: "{name}/inner" type: "Eltwise" bottom: "{bottom}" '
+            f'bottom: "{name}/cube" top: "{name}/inner" eltwise_param {{ operation: SUM '
+            'coeff: 1 coeff: 0.044715 } }\n'
+            f'layer {{ name: "{name}/scaled" type: "Power" bottom: "{name}/inner" '
+            f'top: "{name}/scaled" power_param {{ power: 1 scale: 0.7978846 }} }}\n'
+            f'layer {{ name: "{name}/tanh" type: "TanH" bottom: "{name}/scaled" '
+            f'top: "{name}/tanh" }}\n'
+            f'layer {{ name: "{name}/half" type: "Power" bottom: "{name}/tanh" '
+            f'top: "{name}/half" power_param {{ power: 1 scale: 0.5 shift: 0.5 }} }}\n'
+            f'layer {{ name: "{name}" type: "Eltwise" bottom: "{bottom}" bottom: "{name}/half" '
+            f'top: "{name}" eltwise_param {{ operation: PROD }} }}\n')

@@ -134,3 +134,15 @@ def test_layer_without_a_converter_is_still_refused_with_split(tmp_path):
     assert result.exit_code == 1
     assert "node 'lstm' (LSTM): no caffe converter for op 'LSTM'" in result.stderr
     assert not out.exists()
+
+
+def test_convnext_style_block_runs_its_layer_norm_standard(tmp_path):
+    """Caffe has no LayerNorm or GELU layer: the block writes them with Reshape, Permute,
+    MVN, Power, TanH and Eltwise. MVN's square root and division run standard, the convs and
+    the tanh GELU in the dialect."""
+    proto, weights = models.convnext_block(tmp_path)
+    out = tmp_path / "split"
+    manifest, result = split_cli(proto, weights, out, "--verify")
+    assert kinds(manifest) == ["dialect", "onnx", "dialect"]
+    assert "verification: MATCH" in result.stdout
+    assert_matches_opencv(out, proto, weights)
