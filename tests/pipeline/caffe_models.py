@@ -145,3 +145,31 @@ def _gelu(name: str, bottom: str) -> str:
             f'top: "{name}/half" power_param {{ power: 1 scale: 0.5 shift: 0.5 }} }}\n'
             f'layer {{ name: "{name}" type: "Eltwise" bottom: "{bottom}" bottom: "{name}/half" '
             f'top: "{name}" eltwise_param {{ operation: PROD }} }}\n')
+
+
+def _layer_norm(name: str, bottom: str, dim: int, tokens: int) -> str:
+    """LayerNorm over ``dim`` features of each of ``tokens`` tokens held (N, dim, tokens, 1):
+    tokens moved to the channel axis, MVN (per channel: per token), moved back."""
+    return (f'layer {{ name: "{name}/by_token" type: "Permute" bottom: "{bottom}" '
+            f'top: "{name}/by_token" permute_param {{ order: 0 order: 2 order: 1 order: 3 }} }}\n'
+            f'layer {{ name: "{name}/mvn" type: "MVN" bottom: "{name}/by_token" '
+            f'top: "{name}/mvn" }}\n'
+            f'layer {{ name: "{name}" type: "Permute" bottom: "{name}/mvn" top: "{name}" '
+            'permute_param { order: 0 order: 2 order: 1 order: 3 } }\n')
+
+
+def vit_block(folder: Path) -> tuple[Path, Path]:
+    """Patch embedding (a strided conv), tokens held (N, D, T, 1), a pre-norm MLP block (a
+    LayerNorm, per-token linear layers as 1x1 convs around a tanh GELU) with a residual, a
+    final LayerNorm, a mean over tokens and a head."""
+    dim, tokens = 16, 5 * 5
+    text = (_input() + _conv("patch", "data", dim, stride=2)  # N,16,5,5
+            + f'layer {{ name: "tokens" type: "Reshape" bottom: "patch" top: "tokens" '
+              f'reshape_param {{ shape {{ dim: 0 dim: {dim} dim: {tokens} dim: 1 }} }} }}\n'
+            + _layer_norm("norm1", "tokens", dim, tokens)
+            + _conv("fc1", "norm1", 2 * dim, k=1) + _gelu("gelu", "fc1")
+            + _conv("fc2", "gelu", dim, k=1)
+            + 'layer { name: "residual" type: "Eltwise" bottom: "tokens" bottom: "fc2" '
+              'top: "residual" }\n'
+            + _layer_norm("norm2", "residual", dim, tokens) + _head("norm2", 5))
+    return write(folder, text, "vit_block")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+import pytest
 
 from nhwc_onnx import pipeline as pipelines
 from nhwc_onnx.api import convert
@@ -136,13 +137,15 @@ def test_layer_without_a_converter_is_still_refused_with_split(tmp_path):
     assert not out.exists()
 
 
-def test_convnext_style_block_runs_its_layer_norm_standard(tmp_path):
-    """Caffe has no LayerNorm or GELU layer: the block writes them with Reshape, Permute,
-    MVN, Power, TanH and Eltwise. MVN's square root and division run standard, the convs and
-    the tanh GELU in the dialect."""
-    proto, weights = models.convnext_block(tmp_path)
+@pytest.mark.parametrize("build,segments", [(models.convnext_block, 3), (models.vit_block, 5)],
+                         ids=["convnext", "vit"])
+def test_transformer_style_blocks_run_their_layer_norms_standard(tmp_path, build, segments):
+    """Caffe has no LayerNorm or GELU layer: the blocks write them with Reshape, Permute,
+    MVN, Power, TanH and Eltwise. Each MVN's square root and division run standard, the
+    convs and the tanh GELU in the dialect: segments alternate, one standard per LayerNorm."""
+    proto, weights = build(tmp_path)
     out = tmp_path / "split"
     manifest, result = split_cli(proto, weights, out, "--verify")
-    assert kinds(manifest) == ["dialect", "onnx", "dialect"]
+    assert kinds(manifest) == ["dialect", "onnx"] * (segments // 2) + ["dialect"]
     assert "verification: MATCH" in result.stdout
     assert_matches_opencv(out, proto, weights)
