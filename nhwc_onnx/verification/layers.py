@@ -52,7 +52,7 @@ class LayerComparisons:
             if t.converted in self.skipped:
                 continue
             ref = np.asarray(theirs[t.fetch])
-            got = t.in_source_layout(np.asarray(ours[t.converted]), ref.shape)
+            got = t.in_source_layout(np.asarray(ours[t.converted]), ref)
             if got is None:  # same name, another shape: not the same tensor
                 self.skipped[t.converted] = (
                     f"shape {list(np.shape(ours[t.converted]))} in the converted model, "

@@ -63,14 +63,17 @@ class SharedTensor:
     source_op: str | None  # the source op that node came from, when recorded
     alignments: tuple[Alignment, ...]  # how it may read in the source layout, likeliest first
 
-    def in_source_layout(self, array: np.ndarray, shape: tuple) -> np.ndarray | None:
-        """``array`` (the converted model's value) laid out as the source's of ``shape``;
-        None when no alignment gives that shape (not comparable)."""
-        for alignment in self.alignments:
-            view = alignment.apply(array)
-            if view is not None and view.shape == tuple(shape):
-                return view
-        return None
+    def in_source_layout(self, array: np.ndarray, reference: np.ndarray) -> np.ndarray | None:
+        """``array`` (the converted model's value) laid out as the source's ``reference``;
+        None when no alignment gives its shape (not comparable). When several do (a flatten
+        of a channels-last map: the source flattened its NCHW map, or a map it had permuted to
+        NHWC itself, as SSD heads do; a map whose sizes coincide), the closest one."""
+        views = [v for v in (a.apply(array) for a in self.alignments)
+                 if v is not None and v.shape == reference.shape]
+        if len(views) < 2:
+            return views[0] if views else None
+        return min(views, key=lambda v: float(np.max(np.abs(
+            v.astype(np.float64) - reference), initial=0.0)))
 
 
 def shared_tensors(model: Model, reference, source_names: Mapping[str, str],
@@ -107,5 +110,5 @@ def alignments(value: Value, node: Node, perms: Mapping[str, list[int]],
     if (source_layout == "NCHW" and node.op in ("Reshape", "Flatten")
             and data is not None and data.layout == "NHWC" and data.shape is not None
             and len(data.shape) == 4 and all(isinstance(d, int) for d in data.shape)):
-        return (Alignment(stored=tuple(data.shape)),)
+        return (Alignment(stored=tuple(data.shape)), IDENTITY)
     return (IDENTITY,)

@@ -163,6 +163,26 @@ def test_caffe_layers_pair_a_layer_named_like_a_later_blob(run_cli, tmp_path):
     assert len(rows) == 5 and all(e["ok"] for e in report["layers"]), report["layers"]
 
 
+def test_caffe_flatten_of_a_map_the_source_permuted_to_nhwc_compares_as_stored(run_cli,
+                                                                              tmp_path):
+    """An SSD head: Permute(0,2,3,1) then Flatten. The dialect drops the Permute (the map is
+    stored NHWC already) and flattens the stored bytes, which is what the source flattens; the
+    Flatten of a map the source keeps NCHW (a classifier's; the ONNX tests have one that stays
+    a tensor) reads in the other order. Both compare within tolerance (the SSD one was
+    reported BAD, cosine ~0, though the outputs matched)."""
+    text = (_conv("c1", "data", "c1")
+            + 'layer { name: "perm" type: "Permute" bottom: "c1" top: "perm" '
+              "permute_param { order: 0 order: 2 order: 3 order: 1 } }\n"
+            + 'layer { name: "loc" type: "Flatten" bottom: "perm" top: "loc" }\n'
+            + 'layer { name: "feat" type: "Flatten" bottom: "c1" top: "feat" }\n'
+            + 'layer { name: "fc" type: "InnerProduct" bottom: "feat" top: "fc" '
+              "inner_product_param { num_output: 3 } }\n")
+    report = _caffe_layers(run_cli, tmp_path, text)
+    rows = {e["converted_name"]: e["ok"] for e in report["layers"]}
+    assert {"loc", "fc"} <= set(rows), rows
+    assert all(rows.values()), report["layers"]
+
+
 def test_caffe_layers_fetch_a_convolution_named_unlike_its_top(run_cli, tmp_path):
     """OpenCV names a Convolution layer after its top: fetched by its own identity layer."""
     text = _conv("conv1", "data", "c1") + _relu("r", "c1") + _conv("conv2", "c1", "c2")
