@@ -107,25 +107,6 @@ def test_refusal_and_info_say_how_a_caffe_net_would_split_and_what_it_costs(tmp_
     assert "cost: 50,472 MACs per sample" in info.stdout
 
 
-def test_l2_normalised_embedder_splits_into_a_dialect_body_and_a_standard_tail(tmp_path):
-    proto, weights = models.l2_embedder(tmp_path)
-    out = tmp_path / "split"
-    manifest, result = split_cli(proto, weights, out, "--verify")
-    assert kinds(manifest) == ["dialect", "onnx"]
-    assert "verification: MATCH" in result.stdout
-    assert_matches_opencv(out, proto, weights)
-
-
-def test_log_mel_front_runs_its_log_in_a_standard_segment(tmp_path):
-    proto, weights = models.log_mel_cnn(tmp_path)
-    out = tmp_path / "split"
-    manifest, result = split_cli(proto, weights, out, "--verify")
-    # the magnitude and power before the Log move no multiply-accumulate: standard with it
-    assert kinds(manifest) == ["onnx", "dialect"]
-    assert "verification: MATCH" in result.stdout
-    assert_matches_opencv(out, proto, weights)
-
-
 def test_layer_without_a_converter_is_still_refused_with_split(tmp_path):
     """Caffe's LSTM has no converter: no core op to run, so the split is refused naming it,
     and nothing is written."""
@@ -137,15 +118,25 @@ def test_layer_without_a_converter_is_still_refused_with_split(tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("build,segments", [(models.convnext_block, 3), (models.vit_block, 5)],
-                         ids=["convnext", "vit"])
-def test_transformer_style_blocks_run_their_layer_norms_standard(tmp_path, build, segments):
-    """Caffe has no LayerNorm or GELU layer: the blocks write them with Reshape, Permute,
-    MVN, Power, TanH and Eltwise. Each MVN's square root and division run standard, the
-    convs and the tanh GELU in the dialect: segments alternate, one standard per LayerNorm."""
+FAMILIES = {
+    # SSD's Normalize divides by a tensor: the tail runs standard
+    "l2_embedder": (models.l2_embedder, ["dialect", "onnx"]),
+    # the magnitude and power before the Log move no multiply-accumulate: standard with it
+    "log_mel": (models.log_mel_cnn, ["onnx", "dialect"]),
+    # Caffe has no LayerNorm or GELU layer: the blocks write them with Reshape, Permute, MVN,
+    # Power, TanH and Eltwise; each MVN's square root and division run standard, the convs
+    # and the tanh GELU in the dialect
+    "convnext": (models.convnext_block, ["dialect", "onnx", "dialect"]),
+    "vit": (models.vit_block, ["dialect", "onnx", "dialect", "onnx", "dialect"]),
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_splits_where_the_dialect_refuses_and_matches_opencv(tmp_path, family):
+    build, expected = FAMILIES[family]
     proto, weights = build(tmp_path)
     out = tmp_path / "split"
     manifest, result = split_cli(proto, weights, out, "--verify")
-    assert kinds(manifest) == ["dialect", "onnx"] * (segments // 2) + ["dialect"]
+    assert kinds(manifest) == expected
     assert "verification: MATCH" in result.stdout
     assert_matches_opencv(out, proto, weights)
