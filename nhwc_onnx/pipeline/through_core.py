@@ -29,6 +29,7 @@ from ..errors import NodeProblem, UnsupportedOpError
 from ..ir import NCHW, Model
 from ..ir.input_shapes import PROBES, probing
 from ..ir.io_names import name_graph_io
+from ..ir.metadata import KEY_SOURCE_FILE, KEY_SOURCE_FRAMEWORK
 from ..options import ConvertOptions
 from ..schemas.batch_values import REMEDY
 
@@ -63,6 +64,9 @@ def split_through_core(source, framework, options: ConvertOptions, convert, *, s
         for model in pipeline.models.values():
             if isinstance(model, Model):
                 _own_weights(model)
+                # converted from the source (through its core ops), not from the temporary file
+                model.metadata[KEY_SOURCE_FRAMEWORK] = framework.name
+                model.metadata[KEY_SOURCE_FILE] = os.path.basename(str(source))
     pipeline.manifest.extra["source"] = os.path.basename(str(source))
     renamed = dict(options.rename)
     names = {renamed.get(k, k): v for k, v in source_names.items()}

@@ -228,3 +228,15 @@ def test_rename_preprocessing_and_a_cut_work_with_split(tmp_path):
     assert kinds(cut_manifest) == ["dialect", "onnx", "dialect"]
     assert [e["name"] for e in cut_manifest["outputs"]] == ["Relu_1"]
     assert "verification: MATCH" in cut.stdout
+
+
+def test_dialect_segments_name_the_tensorflow_source_they_come_from(tmp_path):
+    """Not the temporary ONNX file the core ops were written to."""
+    from nhwc_onnx.serialize import load
+
+    source, out, manifest, _ = split_cli(tmp_path, models.lrn_net)
+    for seg in manifest["segments"]:
+        if seg["kind"] == "dialect":
+            metadata = load(out / seg["file"]).metadata
+            assert metadata["source_framework"] == "tf"
+            assert metadata["source_file"] == "model.pb"
