@@ -12,6 +12,7 @@ type annotations, implementation choices.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
@@ -26,7 +27,7 @@ class Refusal(Exception):
         super().__init__(reason)
 
 
-class NodeContext:
+class NodeContext(ABC):
     """What a converter sees of the one source node being converted (see the module doc)."""
 
     framework = ""
@@ -48,13 +49,13 @@ class NodeContext:
         return ConversionContext(self.name, self.op, self.framework)
 
     # -- attributes -------------------------------------------------------------------------
+    @abstractmethod
     def attribute_names(self) -> Iterable[str]:
         """Every attribute the node carries (the frontend's own notion, see the module doc)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def attribute_value(self, name: str) -> Any:
         """The value of attribute ``name``, or None when the node does not carry it."""
-        raise NotImplementedError
 
     def without_effect(self, name: str) -> bool:
         """Whether attribute ``name`` leaves the inference result unchanged (the mode the
@@ -78,9 +79,9 @@ class NodeContext:
                       if name not in self.read_attributes and not self.without_effect(name))
 
     # -- inputs -----------------------------------------------------------------------------
+    @abstractmethod
     def inputs(self) -> list:
         """The node's input values, in order (IR Values)."""
-        raise NotImplementedError
 
     # -- ways out ---------------------------------------------------------------------------
     def refuse(self, reason: str) -> NoReturn:

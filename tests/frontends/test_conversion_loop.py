@@ -132,6 +132,9 @@ class _Context(NodeContext):
     def attribute_value(self, name):
         return self.attributes.get(name)
 
+    def inputs(self):
+        return []
+
     def without_effect(self, name):
         return name == "seed"
 
