@@ -48,6 +48,20 @@ def node_affine(node: Node, kinds: tuple[str, ...]) -> tuple[Value, np.ndarray, 
     return None
 
 
+def affine_candidates(graph: Graph, kinds: tuple[str, ...]):
+    """For each core node of ``kinds`` computing x*a + b per channel, in graph order:
+    (node, x, a, b, the weight product it may fold into or None). The graph may change
+    between two of them (a fold removes the node)."""
+    graph.toposort()
+    for node in graph.nodes:
+        if node.graph is None or node.domain != CORE:
+            continue
+        affine = node_affine(node, kinds)
+        if affine is not None:
+            x, a, b = affine
+            yield node, x, a, b, foldable(graph, x, node)
+
+
 def _transpose_out_channel(w: np.ndarray, layout: str, group: int) -> np.ndarray:
     """Output channel of every element of a ConvTranspose weight (IOHW or HWOI)."""
     if layout == "HWOI":

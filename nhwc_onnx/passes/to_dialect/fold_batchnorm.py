@@ -18,7 +18,7 @@ import numpy as np
 from ...ir import CORE
 from ..base import Pass, PassContext, PassResult
 from ..rewrite import affine_batchnorm, sole_consumer
-from .affine import fold, foldable, node_affine
+from .affine import affine_candidates, fold
 
 
 class FoldBatchNorm(Pass):
@@ -26,16 +26,9 @@ class FoldBatchNorm(Pass):
 
     def call(self, model, ctx: PassContext) -> PassResult:
         graph = model.graph
-        graph.toposort()
         modified = False
-        for node in graph.nodes:
-            if node.graph is None or node.domain != CORE:
-                continue
-            affine = node_affine(node, ("BatchNormalization", "Mul", "Add", "Sub"))
-            if affine is None:
-                continue
-            x, a, b = affine
-            prod = foldable(graph, x, node)
+        for node, x, a, b, prod in affine_candidates(
+                graph, ("BatchNormalization", "Mul", "Add", "Sub")):
             scaling = node.op in ("BatchNormalization", "Mul")
             if prod is not None and (scaling or prod.op == "BatchNormalization"):
                 fold(graph, prod, node, a, b)

@@ -8,9 +8,8 @@ has another consumer or is a graph output.
 """
 from __future__ import annotations
 
-from ...ir import CORE
 from ..base import Pass, PassContext, PassResult
-from .affine import fold, foldable, node_affine
+from .affine import affine_candidates, fold
 
 _TARGETS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 
@@ -20,16 +19,8 @@ class FuseBias(Pass):
 
     def call(self, model, ctx: PassContext) -> PassResult:
         graph = model.graph
-        graph.toposort()
         modified = False
-        for node in graph.nodes:
-            if node.graph is None or node.domain != CORE:
-                continue
-            affine = node_affine(node, ("Add", "Sub"))
-            if affine is None:
-                continue
-            x, a, b = affine
-            prod = foldable(graph, x, node)
+        for node, _x, a, b, prod in affine_candidates(graph, ("Add", "Sub")):
             if prod is None or prod.op not in _TARGETS:
                 continue
             fold(graph, prod, node, a, b)
